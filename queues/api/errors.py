@@ -1,0 +1,59 @@
+"""One error shape for the lmstfy API and one place that maps failures to it.
+
+lmstfy answers `{"error": "..."}` (and `{"msg": "no job available"}` for an
+empty consume); DRF's own errors on lmstfy routes are reshaped to match. The
+management API (/manage/v1/) keeps DRF's field-error shape.
+"""
+from __future__ import annotations
+
+import logging
+
+import redis
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from queues.engine import JobNotFound
+
+log = logging.getLogger(__name__)
+STORAGE_UNAVAILABLE = "storage unavailable"
+
+
+class ApiError(Exception):
+    def __init__(self, status_code: int, message: str, key: str = "error",
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.message = message
+        self.key = key
+        self.headers = headers or {}
+
+    def response(self) -> Response:
+        return Response({self.key: self.message}, status=self.status_code, headers=self.headers)
+
+
+def bad_request(message: str) -> ApiError:
+    return ApiError(status.HTTP_400_BAD_REQUEST, message)
+
+
+def api_not_found() -> ApiError:
+    return ApiError(status.HTTP_404_NOT_FOUND, "api not found")
+
+
+def exception_handler(exc: Exception, context: dict) -> Response | None:
+    if isinstance(exc, ApiError):
+        return exc.response()
+    if isinstance(exc, JobNotFound):
+        return ApiError(status.HTTP_404_NOT_FOUND, "job not found").response()
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError)):
+        log.warning("Redis unavailable: %s", exc)
+        return ApiError(status.HTTP_503_SERVICE_UNAVAILABLE, STORAGE_UNAVAILABLE).response()
+    if isinstance(exc, redis.RedisError):
+        log.exception("Redis error")
+        return ApiError(status.HTTP_500_INTERNAL_SERVER_ERROR, "internal error").response()
+    response = drf_exception_handler(exc, context)
+    view = context.get("view")
+    if response is not None and getattr(view, "lmstfy_errors", False) and isinstance(exc, exceptions.APIException):
+        detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        response.data = {"error": str(detail)}
+    return response

@@ -1,0 +1,58 @@
+-- publish: store one or more jobs (single and bulk publish) and make each ready
+-- or delayed.
+--
+-- KEYS[1..7]  the queue's keys (see _job.lua)
+-- KEYS[8]     idempotency key (string, optional: keys.idempotency)
+-- ARGV[1]  now (ms)
+-- ARGV[2]  delay (ms); 0 = ready now
+-- ARGV[3]  ttl (s); 0 = never expires
+-- ARGV[4]  tries (>= 1)
+-- ARGV[5]  priority (0..255)
+-- ARGV[6]  content type ("" when the publisher sent none)
+-- ARGV[7]  attributes (JSON text, or "")
+-- ARGV[8]  ready channel (pub/sub, wakes long polls)
+-- ARGV[9]  idempotency window (s)
+-- ARGV[10], ARGV[11], ...  job id, body pairs
+-- Returns:
+--   {0, created, due}  published; created = 1 when this made the queue; due = the new
+--                      earliest timer of the queue (ms) when it got earlier, else -1
+--   {1, ids}           duplicate idempotency key: the first publish's job ids (comma-joined)
+--   {2, id}            a job with this id already exists; nothing was written
+
+local now, delay, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local tries, priority = tonumber(ARGV[4]), tonumber(ARGV[5])
+local IDEMPOTENCY = KEYS[8]
+
+if IDEMPOTENCY then
+  local first = redis.call('GET', IDEMPOTENCY)
+  if first then return {1, first} end
+end
+for i = 10, #ARGV, 2 do
+  if redis.call('HEXISTS', JOBS, ARGV[i]) == 1 then return {2, ARGV[i]} end
+end
+
+local before = next_due()
+local expire_at = 0
+if ttl > 0 then expire_at = now + ttl * 1000 end
+local added_due = -1
+local ids = {}
+for i = 10, #ARGV, 2 do
+  local id = ARGV[i]
+  local job = {state = STATE_DELAYED, priority = priority, tries = tries, deliveries = 0, expire_at = expire_at,
+               ctype = ARGV[6], attrs = ARGV[7], body = ARGV[i + 1]}
+  if delay > 0 then
+    store_job(id, job)
+    redis.call('ZADD', DELAYED, num(now + delay), id)
+    if added_due < 0 or now + delay < added_due then added_due = now + delay end
+  else
+    make_ready(id, job)
+    if expire_at > 0 and (added_due < 0 or expire_at < added_due) then added_due = expire_at end
+  end
+  ids[#ids + 1] = id
+end
+
+if delay == 0 then redis.call('PUBLISH', ARGV[8], #ids) end
+if IDEMPOTENCY then redis.call('SET', IDEMPOTENCY, table.concat(ids, ','), 'EX', tonumber(ARGV[9])) end
+local created = redis.call('HSETNX', META, 'created_ms', num(now))
+if added_due >= 0 and (before < 0 or added_due < before) then return {0, created, added_due} end
+return {0, created, -1}

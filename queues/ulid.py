@@ -1,0 +1,68 @@
+"""ULIDs as lmstfy makes them: job ids carry their delay, tokens are plain ULIDs.
+
+A ULID is 16 bytes (48-bit millisecond timestamp, 80 random bits) written as 26
+Crockford base32 characters. lmstfy overwrites the last 4 random bytes of a job
+id with the delay in seconds (uint32, little-endian) and prefixes versioned ids
+(jobs with attributes) with "1".
+"""
+from __future__ import annotations
+
+import os
+import struct
+import time
+
+ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_DECODE = {char: index for index, char in enumerate(ALPHABET)}
+ULID_LENGTH = 26
+
+
+def encode(raw: bytes) -> str:
+    """16 bytes -> 26 characters (128 bits, left-padded to 130)."""
+    number = int.from_bytes(raw, "big")
+    chars = []
+    for _ in range(ULID_LENGTH):
+        chars.append(ALPHABET[number & 31])
+        number >>= 5
+    return "".join(reversed(chars))
+
+
+def decode(text: str) -> bytes:
+    number = 0
+    for char in text.upper():
+        number = (number << 5) | _DECODE[char]
+    return number.to_bytes(16, "big")
+
+
+def new_ulid(now_ms: int | None = None, random_bytes: bytes | None = None) -> str:
+    ms = int(time.time() * 1000) if now_ms is None else now_ms
+    tail = os.urandom(10) if random_bytes is None else random_bytes
+    return encode(ms.to_bytes(6, "big") + tail)
+
+
+def new_job_id(delay_s: int, versioned: bool = False, now_ms: int | None = None) -> str:
+    ms = int(time.time() * 1000) if now_ms is None else now_ms
+    raw = ms.to_bytes(6, "big") + os.urandom(6) + struct.pack("<I", delay_s)
+    job_id = encode(raw)
+    return "1" + job_id if versioned else job_id
+
+
+def job_id_version(job_id: str) -> int:
+    if len(job_id) == ULID_LENGTH:
+        return 0
+    version = ord(job_id[0]) - ord("0") if job_id else 0
+    return version if 0 <= version <= 9 else 1
+
+
+def timestamp_ms(job_id: str) -> int | None:
+    """Publish time of a job id (None for an id that is not ours)."""
+    body = job_id[-ULID_LENGTH:]
+    if len(body) != ULID_LENGTH or any(char not in _DECODE for char in body.upper()):
+        return None
+    return int.from_bytes(decode(body)[:6], "big")
+
+
+def delay_of(job_id: str) -> int | None:
+    body = job_id[-ULID_LENGTH:]
+    if len(body) != ULID_LENGTH or any(char not in _DECODE for char in body.upper()):
+        return None
+    return struct.unpack("<I", decode(body)[12:])[0]
