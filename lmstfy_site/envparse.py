@@ -5,7 +5,9 @@ start-up with a message an operator can act on instead of misbehaving later.
 """
 from __future__ import annotations
 
+import math
 import os
+import re
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
@@ -56,6 +58,8 @@ def envfloat(name: str, default: float, minimum: float | None = None, maximum: f
         number = float(value)
     except ValueError:
         raise ImproperlyConfigured(f"{name} must be a number, got {value!r}") from None
+    if not math.isfinite(number):  # float() accepts "nan" and "inf", which pass any range check
+        raise ImproperlyConfigured(f"{name} must be a finite number, got {value!r}")
     _check_range(name, number, minimum, maximum)
     return number
 
@@ -74,6 +78,7 @@ def envlist(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
+_POOL_NAME = re.compile(r"[-_A-Za-z0-9]+")
 REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+sentinel", "redis+cluster")
 
 
@@ -103,7 +108,7 @@ def envpools(name: str, fallback_name: str) -> dict[str, str] | None:
             raise ImproperlyConfigured(f"{name} entries must look like name=redis://host:port/db, got {item!r}")
         if pool in pools:
             raise ImproperlyConfigured(f"{name} names pool {pool!r} twice")
-        if not pool.replace("-", "").replace("_", "").isalnum():
+        if not _POOL_NAME.fullmatch(pool):  # ASCII only; ':' would break `pool:token`
             raise ImproperlyConfigured(f"{name}: pool name {pool!r} may hold only letters, digits, - and _")
         pools[pool] = check_redis_url(name, url.strip())
     if "default" not in pools:

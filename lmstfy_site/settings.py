@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import tempfile
 from pathlib import Path
 
 import dj_database_url
@@ -30,11 +31,24 @@ def _secret_key() -> str:
         return key
     path = VAR_DIR / "secret_key"
     if not path.exists():
+        # Processes may start together (runall): each writes a complete candidate
+        # (mode 0600) and links it into place; the first link wins, and nobody
+        # can read a half-written file or fail on the O_EXCL race.
         VAR_DIR.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(secrets.token_urlsafe(50))
-    return path.read_text().strip()
+        fd, candidate = tempfile.mkstemp(dir=VAR_DIR, prefix=".secret_key.")
+        try:
+            with os.fdopen(fd, "w") as handle:
+                handle.write(secrets.token_urlsafe(50))
+            try:
+                os.link(candidate, path)
+            except FileExistsError:
+                pass  # another process got there first
+        finally:
+            os.unlink(candidate)
+    key = path.read_text().strip()
+    if len(key) < 32:
+        raise ImproperlyConfigured(f"SECRET_KEY: {path} holds no usable key; delete it or set SECRET_KEY")
+    return key
 
 
 def _database() -> dict:
@@ -172,3 +186,7 @@ LMSTFY_ADMIN_PASSWORD = envstr("LMSTFY_ADMIN_PASSWORD")
 LMSTFY_BIND = envlist("LMSTFY_BIND", ["127.0.0.1:7777", "127.0.0.1:7778"])
 LMSTFY_WORKERS = envint("LMSTFY_WORKERS", 2, minimum=1, maximum=64)
 LMSTFY_THREADS = envint("LMSTFY_THREADS", 32, minimum=1, maximum=1000)
+# Push delivery (`manage.py notifier`).
+LMSTFY_NOTIFIER_THREADS = envint("LMSTFY_NOTIFIER_THREADS", 32, minimum=1, maximum=1000)
+LMSTFY_NOTIFIER_GRACE_S = envfloat("LMSTFY_NOTIFIER_GRACE_S", 10.0, minimum=0, maximum=600)
+LMSTFY_ATTEMPT_LOG_MAX = envint("LMSTFY_ATTEMPT_LOG_MAX", 10_000, minimum=100, maximum=10_000_000)

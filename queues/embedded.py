@@ -16,9 +16,13 @@ from pathlib import Path
 
 import redis
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 10.0
+# sun_path is 108 bytes on Linux (104 on macOS); Redis silently binds a longer
+# path truncated, where no client would ever find it.
+MAX_SOCKET_PATH_BYTES = 103
 
 
 def redis_dir() -> Path:
@@ -65,6 +69,10 @@ def ensure_running() -> str:
     """Start the embedded Redis unless it already runs; return its URL."""
     if _is_running():
         return url()
+    if len(bytes(socket_path())) > MAX_SOCKET_PATH_BYTES:
+        raise ImproperlyConfigured(
+            f"LMSTFY_VAR_DIR is too long for the embedded Redis socket {socket_path()} (at most "
+            f"{MAX_SOCKET_PATH_BYTES} bytes); use a shorter LMSTFY_VAR_DIR, or set REDIS_URL")
     directory = redis_dir()
     directory.mkdir(parents=True, exist_ok=True)
     with open(directory / "start.lock", "w") as lock:

@@ -21,6 +21,7 @@ PUMP_QUEUE_LIMIT = 100       # queues claimed per pumper pass
 PUMP_LEASE_MS = 10_000       # a claimed queue returns to the pool of work after this
 DESTROY_BATCH = 1000
 DEAD_BATCH = 100
+AUTH_FAILURE_MINUTES_KEPT = 120  # per-minute auth failure counts, for alert windows
 
 
 def now_ms() -> int:
@@ -150,14 +151,18 @@ class Engine:
         return Published(job_ids=ids)
 
     # -- consume -------------------------------------------------------------------
-    def consume(self, ns: str, queues: list[str], *, ttr_s: int, count: int = 1,
-                now: int | None = None) -> Consumed:
-        """Pop and lease up to `count` jobs from `queues`, in the listed order."""
+    def consume(self, ns: str, queues: list[str], *, ttr_s: float, count: int = 1, max_inflight: int = 0,
+                rate_per_s: float = 0, keep_tries: bool = False, now: int | None = None) -> Consumed:
+        """Pop and lease up to `count` jobs from `queues`, in the listed order.
+
+        Push delivery passes `max_inflight` and `rate_per_s` (a topic's concurrency
+        and rate, enforced in the script across all notifiers) and `keep_tries`."""
         now = now_ms() if now is None else now
         all_keys: list[str] = []
         for q in queues:
             all_keys += keys.queue_keys(ns, q)
-        answer = script("consume")(keys=all_keys, args=[now, ttr_s * 1000, count], client=self.client)
+        answer = script("consume")(keys=all_keys, args=[now, int(ttr_s * 1000), count, max_inflight, rate_per_s,
+                                                        "1" if keep_tries else ""], client=self.client)
         paused_mask, dues, flat = int(answer[0]), answer[1].decode().split(","), answer[2:]
         for q, due in zip(queues, dues):
             self._lower_index(ns, q, int(due))
@@ -260,6 +265,15 @@ class Engine:
             member = keys.queue_member(ns, q)
             self.client.srem(keys.QUEUE_REGISTRY, member)
             self.client.zrem(keys.TIMER_INDEX, member)
+            # A publish that ran after the last script may have re-created the
+            # queue and sent its SADD / ZADD before our SREM / ZREM: put them back.
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hexists(keys.meta(ns, q), "created_ms")
+            script("due")(keys=keys.queue_keys(ns, q), args=[], client=pipe)
+            recreated, due = pipe.execute()
+            if recreated:
+                self.client.sadd(keys.QUEUE_REGISTRY, member)
+            self._lower_index(ns, q, due)
         return total
 
     def pause(self, ns: str, q: str, by: str, now: int | None = None) -> None:
@@ -271,6 +285,42 @@ class Engine:
         self.client.hdel(keys.meta(ns, q), "paused", "paused_at_ms", "paused_by")
         # Long polls waiting on the queue retry at once.
         self.client.publish(keys.ready_channel(ns, q), 0)
+
+    # -- push delivery's attempt log ------------------------------------------------------
+    def log_attempt(self, topic_id: int, record: dict[str, str], max_entries: int) -> None:
+        """Append to the topic's attempt log, a Redis stream capped near `max_entries`."""
+        self.client.xadd(keys.attempt_log(topic_id), record, maxlen=max_entries, approximate=True)
+
+    # -- cluster-wide metric counters (queues/metrics.py; the default pool) ------------------
+    def count_delivery(self, topic_id: int, ns: str, q: str, outcome: str, bucket: str, duration_ms: int) -> None:
+        """One delivery attempt: its outcome, and its duration in a histogram bucket."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hincrby(keys.DELIVERY_OUTCOMES, f"{topic_id}|{ns}|{q}|{outcome}", 1)
+        pipe.hincrby(keys.DELIVERY_LATENCY, f"{ns}|{bucket}", 1)
+        pipe.hincrby(keys.DELIVERY_LATENCY, f"{ns}|sum", duration_ms)
+        pipe.execute()
+
+    def count_rate_limited(self, ns: str, direction: str) -> None:
+        self.client.hincrby(keys.RATE_LIMITED, f"{ns}|{direction}", 1)
+
+    def count_auth_failure(self, reason: str, now: int | None = None) -> None:
+        """The total by reason, and a per-minute count kept AUTH_FAILURE_MINUTES_KEPT
+        minutes for alert windows (inspect.auth_failures_in_last)."""
+        minute_key = keys.auth_failures_minute((now_ms() if now is None else now) // 60_000)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hincrby(keys.AUTH_FAILURES, reason, 1)
+        pipe.incr(minute_key)
+        pipe.expire(minute_key, AUTH_FAILURE_MINUTES_KEPT * 60)
+        pipe.execute()
+
+    # -- rate limits (counters of lmstfy's per-token throttle) ---------------------------
+    def take_request(self, token_id: int, direction: str, window_s: int) -> int:
+        """Count one request in the token's current window; return the count."""
+        return script("throttle")(keys=[keys.rate_counter(token_id, direction)], args=["take", window_s],
+                                  client=self.client)
+
+    def give_request_back(self, token_id: int, direction: str) -> None:
+        script("throttle")(keys=[keys.rate_counter(token_id, direction)], args=["give"], client=self.client)
 
     # -- timers (the pumper's unit of work) ------------------------------------------------
     def pump_due(self, now: int | None = None) -> tuple[int, bool]:

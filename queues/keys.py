@@ -35,7 +35,7 @@ def dead(ns: str, q: str) -> str:        # zset: job id, score = seq (oldest fir
     return f"lq:{tag(ns, q)}:dead"
 
 
-def meta(ns: str, q: str) -> str:        # hash: seq, created_ms, paused, paused_at, paused_by, last_consume_ms
+def meta(ns: str, q: str) -> str:        # hash: seq, created_ms, pause state, last_consume_ms, minute counters + totals, rate bucket
     return f"lq:{tag(ns, q)}:meta"
 
 
@@ -63,3 +63,22 @@ def queue_member(ns: str, q: str) -> str:
 def split_member(member: str) -> tuple[str, str]:
     ns, _, q = member.partition("/")
     return ns, q
+
+
+def rate_counter(token_id: int, direction: str) -> str:  # string counter, EX interval ("r" or "w")
+    return f"lmstfy:limit:{token_id}:{direction}"
+
+
+def attempt_log(topic_id: int) -> str:  # stream: one entry per delivery attempt, capped (MAXLEN ~)
+    return f"lmstfy:attempts:{topic_id}"
+
+
+# Cluster-wide metrics that no job script sees (queues/metrics.py), in the default pool.
+DELIVERY_OUTCOMES = "lmstfy:metrics:deliveries"      # hash: "topic|ns|q|outcome" -> attempts
+DELIVERY_LATENCY = "lmstfy:metrics:delivery_ms"      # hash: "ns|<bucket bound ms or +Inf>" -> attempts, "ns|sum" -> total ms
+RATE_LIMITED = "lmstfy:metrics:rate_limited"         # hash: "ns|direction" -> requests refused with 429
+AUTH_FAILURES = "lmstfy:metrics:auth_failures"       # hash: reason -> 401s of the token authentication
+
+
+def auth_failures_minute(minute: int) -> str:  # string counter, expires after 2 h (minute = ms // 60000)
+    return f"lmstfy:metrics:auth_failures:{minute}"

@@ -5,9 +5,11 @@ Jobs never touch the database; they live in Redis (see engine.py).
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.validators import MaxLengthValidator, RegexValidator
+from django.core.validators import MaxLengthValidator, MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
+
+from queues import validators
 
 NAME_VALIDATOR = RegexValidator(r"^[-_A-Za-z0-9]+$", "Use only letters, digits, '-' and '_'.")
 
@@ -63,3 +65,179 @@ class Token(models.Model):
 
     def __str__(self) -> str:
         return f"{self.namespace.name}: {self.prefix}… ({self.description})"
+
+
+class TokenLimit(models.Model):
+    """lmstfy's per-token throttle: at most `read` consumes and `write` publishes
+    per `interval` seconds (a fixed window); a limit <= 0 means unlimited."""
+
+    token = models.OneToOneField(Token, on_delete=models.CASCADE, related_name="limit")
+    read = models.IntegerField(default=0)
+    write = models.IntegerField(default=0)
+    interval = models.PositiveIntegerField()
+
+    def __str__(self) -> str:
+        return f"{self.token}: read {self.read}, write {self.write} per {self.interval}s"
+
+    def as_dict(self) -> dict:
+        return {"read": self.read, "write": self.write, "interval": self.interval}
+
+
+def new_signing_secret() -> str:
+    """Standard Webhooks symmetric secret: `whsec_` + base64 of 24 random bytes."""
+    import base64
+    import secrets
+
+    return "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
+
+
+class Topic(models.Model):
+    """Binds a queue to a callback URL: the notifier pushes each ready job there."""
+
+    class Method(models.TextChoices):
+        POST = "POST"
+        PUT = "PUT"
+        GET = "GET"
+
+    class Backoff(models.TextChoices):
+        DQ = "dq", "dq: 1, 3, 5, 7 … minutes"
+        EXPONENTIAL = "exponential", "exponential: min·2^(n−1), capped, ±10 % jitter"
+        FIXED = "fixed", "fixed: min_backoff_s"
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="topics")
+    queue = models.CharField(max_length=255, validators=[validators.validate_queue_name])
+    pool = models.CharField(max_length=64, default="default", validators=[validators.validate_pool])
+    callback_url = models.URLField(max_length=2048, validators=[validators.validate_callback_url])
+    method = models.CharField(max_length=6, choices=Method.choices, default=Method.POST)
+    headers = models.JSONField(default=dict, blank=True, validators=[validators.validate_headers])
+    timeout_ms = models.PositiveIntegerField(default=3000, validators=[MinValueValidator(100),
+                                                                        MaxValueValidator(60_000)])
+    retry_expression = models.TextField(blank=True, default="", validators=[validators.validate_retry_expression])
+    max_attempts = models.PositiveIntegerField(default=10, validators=[MinValueValidator(1), MaxValueValidator(100)])
+    backoff = models.CharField(max_length=16, choices=Backoff.choices, default=Backoff.DQ)
+    min_backoff_s = models.PositiveIntegerField(default=10, validators=[MinValueValidator(1)])
+    max_backoff_s = models.PositiveIntegerField(default=3600, validators=[MinValueValidator(1)])
+    concurrency = models.PositiveIntegerField(default=10, validators=[MinValueValidator(1), MaxValueValidator(1000)])
+    rate_per_s = models.FloatField(default=0, validators=[MinValueValidator(0), MaxValueValidator(100_000)])
+    paused = models.BooleanField(default=False)
+    alert_emails = models.JSONField(default=list, blank=True, validators=[validators.validate_email_list])
+    description = models.TextField(blank=True, default="")
+    signing_secret = models.CharField(max_length=128, default=new_signing_secret, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["namespace__name", "queue"]
+        constraints = [models.UniqueConstraint(fields=["namespace", "queue"], name="one_topic_per_queue")]
+
+    def __str__(self) -> str:
+        return f"{self.namespace.name}/{self.queue} → {self.callback_url}"
+
+    def clean(self) -> None:
+        validators.validate_backoff_range(self.min_backoff_s, self.max_backoff_s)
+
+
+class Schedule(models.Model):
+    """A recurring job: a cron rule (or `@every <n>s|m|h`) that publishes one job
+    into a queue at each tick. Fired by the pumper (queues/scheduler.py)."""
+
+    class CatchUp(models.TextChoices):
+        SKIP = "skip", "skip missed runs"
+        ONCE = "once", "fire once for all missed runs"
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="schedules")
+    queue = models.CharField(max_length=255, validators=[validators.validate_queue_name])
+    # The Redis pool the jobs go to (like Topic.pool): consumers holding a `pool:token` see them.
+    pool = models.CharField(max_length=64, default="default", validators=[validators.validate_pool])
+    name = models.CharField(max_length=255)
+    spec = models.CharField(max_length=255, validators=[validators.validate_schedule_spec])
+    timezone = models.CharField(max_length=64, default="UTC", validators=[validators.validate_timezone])
+    body = models.TextField(blank=True, default="")
+    tries = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1), MaxValueValidator(65535)])
+    ttl = models.PositiveIntegerField(default=86400)
+    priority = models.PositiveIntegerField(default=0, validators=[MaxValueValidator(255)])
+    enabled = models.BooleanField(default=True)
+    catch_up = models.CharField(max_length=8, choices=CatchUp.choices, default=CatchUp.SKIP)
+    # The next tick to fire; claimed with a conditional UPDATE so each tick fires once.
+    next_fire_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    last_fired_at = models.DateTimeField(null=True, blank=True)
+    # The last fires and skipped (missed) ticks, newest first, capped (scheduler.RECENT_FIRES_KEPT).
+    recent_fires = models.JSONField(default=list, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    # Written only by the scheduler's claims: an edit never writes them back, because a
+    # stale copy (read before a claim, saved after it) would re-open a tick already fired.
+    SCHEDULER_FIELDS = ("next_fire_at", "last_fired_at", "recent_fires")
+
+    class Meta:
+        ordering = ["namespace__name", "name"]
+        constraints = [models.UniqueConstraint(fields=["namespace", "name"], name="one_schedule_name_per_namespace")]
+
+    def __str__(self) -> str:
+        return f"{self.namespace.name}/{self.name}: {self.spec} → {self.queue}"
+
+    def save(self, *args, **kwargs) -> None:
+        """A new schedule, or one whose spec, timezone or enabled flag changed, gets
+        its next tick from now; other edits leave the scheduler's fields alone."""
+        from queues import scheduler
+
+        if not scheduler.reschedule_on_save(self) and kwargs.get("update_fields") is None:
+            kwargs["update_fields"] = [field.name for field in self._meta.concrete_fields
+                                       if not field.primary_key and field.name not in self.SCHEDULER_FIELDS]
+        super().save(*args, **kwargs)
+
+
+class AlertRule(models.Model):
+    """When to tell someone: a condition over queues, evaluated by the pumper."""
+
+    class Kind(models.TextChoices):
+        REDIS_DOWN = "redis_down"
+        BACKLOG_ABOVE = "backlog_above"
+        DEADLETTER_ABOVE = "deadletter_above"
+        DELIVERY_EXHAUSTED = "delivery_exhausted"
+        DELIVERY_FAILURE_RATE = "delivery_failure_rate"
+        CONSUMER_IDLE = "consumer_idle"
+        SCHEDULE_MISSED = "schedule_missed"
+        AUTH_FAILURES_ABOVE = "auth_failures_above"
+
+    name = models.CharField(max_length=255, unique=True)
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    namespace = models.ForeignKey(Namespace, null=True, blank=True, on_delete=models.CASCADE,
+                                  related_name="alert_rules")
+    queue_pattern = models.CharField(max_length=255, default="*", blank=True)
+    threshold = models.FloatField(default=0)
+    window_s = models.PositiveIntegerField(default=300)
+    cooldown_s = models.PositiveIntegerField(default=900)
+    emails = models.JSONField(default=list, blank=True, validators=[validators.validate_email_list])
+    webhook_url = models.URLField(max_length=2048, blank=True, default="")
+    enabled = models.BooleanField(default=True)
+    # Evaluation state, kept by the pumper.
+    firing = models.BooleanField(default=False)
+    last_notified_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.kind})"
+
+
+class AlertEvent(models.Model):
+    """Something an operator should hear about: a rule that fired (and when it
+    resolved), or a delivery that ran out of attempts."""
+
+    rule = models.ForeignKey(AlertRule, null=True, blank=True, on_delete=models.SET_NULL, related_name="events")
+    kind = models.CharField(max_length=64)
+    namespace = models.CharField(max_length=255, blank=True, default="")
+    queue = models.CharField(max_length=255, blank=True, default="")
+    message = models.TextField()
+    details = models.JSONField(default=dict, blank=True)
+    fired_at = models.DateTimeField(auto_now_add=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-fired_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.message}"

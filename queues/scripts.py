@@ -1,8 +1,8 @@
 """The registry of Lua scripts: the only code that opens lua/*.lua.
 
-Per-queue scripts get the shared prelude (lua/_job.lua) prepended; index
-scripts work on the global timer index alone. Each script is loaded once per
-process and called by SHA (redis-py reloads it on NOSCRIPT).
+Per-queue scripts get the shared prelude (lua/_job.lua) prepended; the global
+scripts (timer index, throttle counters) run alone. Each script is loaded once
+per process and called by SHA (redis-py reloads it on NOSCRIPT).
 """
 from __future__ import annotations
 
@@ -13,13 +13,14 @@ from redis.commands.core import Script
 
 LUA_DIR = Path(__file__).resolve().parent / "lua"
 PRELUDE = "_job.lua"
-INDEX_SCRIPTS = frozenset({"index_claim", "index_settle"})
+# Scripts on global keys: no per-queue prelude.
+GLOBAL_SCRIPTS = frozenset({"index_claim", "index_settle", "throttle"})
 
 
 @cache
 def source(name: str) -> str:
     text = (LUA_DIR / f"{name}.lua").read_text()
-    if name in INDEX_SCRIPTS:
+    if name in GLOBAL_SCRIPTS:
         return text
     return (LUA_DIR / PRELUDE).read_text() + "\n" + text
 

@@ -38,8 +38,9 @@ class Listener:
         self._thread.start()
 
     @contextlib.contextmanager
-    def waiting(self, channels: list[str]) -> Iterator[threading.Event]:
-        event = threading.Event()
+    def waiting(self, channels: list[str], event: threading.Event | None = None) -> Iterator[threading.Event]:
+        """Set `event` (a new one by default) whenever a job becomes ready on a channel."""
+        event = event or threading.Event()
         confirmations = []
         with self._lock:
             for channel in channels:

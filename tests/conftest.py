@@ -77,3 +77,57 @@ def admin_api(staff_user):
     credentials = base64.b64encode(b"staff:staff-password").decode()
     client.credentials(HTTP_AUTHORIZATION=f"Basic {credentials}")
     return client
+
+
+@pytest.fixture
+def scratch_redis(tmp_path):
+    """A private redis-server (AOF on) on a free port, for tests that stop it or
+    read server-wide counters (commandstats); killed after the test."""
+    from tests.testutil import ScratchRedis
+
+    server = ScratchRedis(tmp_path)
+    server.start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture
+def second_pool(settings, redis_client):
+    """A second pool named "second": DB 10 of the default pool's Redis server
+    (or of the embedded one), flushed before and after the test. Yields its client."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    from queues import embedded, pools
+
+    default_url = pools.configured_urls()[pools.DEFAULT_POOL]
+    if default_url == "embedded":
+        default_url = embedded.url()
+    parts = urlsplit(default_url)
+    if parts.scheme in ("redis", "rediss"):
+        second_url = urlunsplit(parts._replace(path="/11" if parts.path.strip("/") == "10" else "/10"))
+    else:  # unix:///path/redis.sock?db=N (urlunsplit would drop the empty netloc)
+        second_url = default_url.partition("?")[0] + "?db=10"
+    settings.LMSTFY_POOLS = {pools.DEFAULT_POOL: default_url, "second": second_url}
+    pools.reset_clients()
+    client = pools.client("second")
+    client.flushdb()
+    yield client
+    client.flushdb()
+    pools.reset_clients()
+
+
+@pytest.fixture
+def receiver():
+    """A real local HTTP receiver (tests/receiver.py) on 127.0.0.1, stopped after the test."""
+    from tests.receiver import Receiver
+
+    server = Receiver().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def private_callbacks(settings):
+    """The receiver listens on loopback: allow private callback addresses."""
+    settings.LMSTFY_ALLOW_PRIVATE_CALLBACKS = True
+    return settings

@@ -52,8 +52,12 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
         log.exception("Redis error")
         return ApiError(status.HTTP_500_INTERNAL_SERVER_ERROR, "internal error").response()
     response = drf_exception_handler(exc, context)
-    view = context.get("view")
-    if response is not None and getattr(view, "lmstfy_errors", False) and isinstance(exc, exceptions.APIException):
+    if not getattr(context.get("view"), "lmstfy_errors", False):
+        return response
+    if response is None:
+        log.exception("unexpected error in %s", type(context.get("view")).__name__, exc_info=exc)
+        return ApiError(status.HTTP_500_INTERNAL_SERVER_ERROR, "internal error").response()
+    if isinstance(exc, exceptions.APIException):
         detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
         response.data = {"error": str(detail)}
     return response

@@ -13,9 +13,10 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from queues import inspect, names, pools, tokens
-from queues.api.errors import api_not_found, bad_request
-from queues.models import Token
+from queues import inspect, names, pools, throttling, tokens
+from queues.api import openapi
+from queues.api.errors import ApiError, api_not_found, bad_request
+from queues.models import Token, TokenLimit
 
 VERSION = "1.0.0"
 BUILD_COMMIT = "unknown"
@@ -27,6 +28,13 @@ class AdminView(APIView):
     permission_classes = [IsAdminUser]
     renderer_classes = [JSONRenderer]
     lmstfy_errors = True
+
+    def initial(self, request, *args, **kwargs):
+        # lmstfy (gin) finds no route for a wrong method: "api not found", even
+        # before authentication, as on every other unknown route.
+        if not hasattr(self, request.method.lower()):
+            raise api_not_found()
+        super().initial(request, *args, **kwargs)
 
     def http_method_not_allowed(self, request, *args, **kwargs):
         raise api_not_found()
@@ -56,7 +64,8 @@ class TokenList(AdminView):
 
     def post(self, request, namespace: str):
         description = request.query_params.get("description") or request.POST.get("description", "")
-        if not description:
+        # Longer than the column would be a database error (a 500) on PostgreSQL.
+        if not description or len(description) > Token._meta.get_field("description").max_length:
             raise bad_request("invalid description")
         check_namespace(namespace)
         pool = pool_param(request)
@@ -97,6 +106,99 @@ class TokenDetail(AdminView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+def find_token(namespace: str, token: str) -> Token | None:
+    pool, plain = pools.split_token(token)
+    return (Token.objects.active().filter(namespace__name=namespace, pool=pool, digest=tokens.digest(plain))
+            .select_related("limit").first())
+
+
+def limiter_body(request) -> dict:
+    """The JSON body {"read","write","interval"} of the limit routes."""
+    try:
+        body = json.loads(request.body or b"null")
+    except ValueError:
+        raise bad_request("the body must be a JSON object {read, write, interval}") from None
+    if not isinstance(body, dict) or not all(
+            isinstance(body.get(k, 0), int) and not isinstance(body.get(k, 0), bool)
+            for k in ("read", "write", "interval")):
+        raise bad_request("the body must be a JSON object {read, write, interval} of integers")
+    limiter = {k: body.get(k, 0) for k in ("read", "write", "interval")}
+    if limiter["read"] == 0 and limiter["write"] == 0:
+        raise LimiterRejected(limiter)
+    if limiter["interval"] == 0:
+        raise bad_request("interval should be > 0")
+    if limiter["interval"] < 0:
+        raise ApiError(status.HTTP_500_INTERNAL_SERVER_ERROR, "limiter interval should be > 0")
+    return limiter
+
+
+class LimiterRejected(ApiError):
+    """lmstfy answers a limiter with neither read nor write with the limiter itself."""
+
+    def __init__(self, limiter: dict) -> None:
+        super().__init__(status.HTTP_400_BAD_REQUEST, "")
+        self.limiter = limiter
+
+    def response(self) -> Response:
+        return Response({"limiter": self.limiter}, status=self.status_code)
+
+
+class TokenLimitDetail(AdminView):
+    """GET/POST/PUT/DELETE /token/:ns/:token/limit (lmstfy's throttler admin)."""
+
+    def get(self, request, namespace: str, token: str):
+        found = find_token(namespace, token)
+        limit = getattr(found, "limit", None) if found else None
+        if limit is None:
+            return HttpResponse(b"null", status=404, content_type="application/json")
+        return Response(limit.as_dict())
+
+    def post(self, request, namespace: str, token: str):
+        limiter = limiter_body(request)
+        found = self._token_or_404(namespace, token)
+        _, created = TokenLimit.objects.get_or_create(token=found, defaults=limiter)
+        if not created:
+            raise ApiError(status.HTTP_500_INTERNAL_SERVER_ERROR,
+                           f"throttler token({pools.split_token(token)[1]}) has already exists")
+        throttling.limits.reload()
+        return Response({"limiter": limiter}, status=status.HTTP_201_CREATED)
+
+    def put(self, request, namespace: str, token: str):
+        limiter = limiter_body(request)
+        found = self._token_or_404(namespace, token)
+        TokenLimit.objects.update_or_create(token=found, defaults=limiter)
+        throttling.limits.reload()
+        return Response({"limiter": limiter})
+
+    def delete(self, request, namespace: str, token: str):
+        found = find_token(namespace, token)
+        if found is not None:
+            TokenLimit.objects.filter(token=found).delete()
+            throttling.limits.reload()
+        return Response({"msg": "success"})
+
+    @staticmethod
+    def _token_or_404(namespace: str, token: str) -> Token:
+        found = find_token(namespace, token)
+        if found is None:
+            raise ApiError(status.HTTP_404_NOT_FOUND, "token not found")
+        return found
+
+
+class LimitList(AdminView):
+    """GET /limits: every token's limiter (the token as GET /token/:ns lists it)."""
+
+    def get(self, request):
+        rows = TokenLimit.objects.filter(token__revoked_at__isnull=True).select_related("token__namespace")
+        answer = []
+        for limit in rows:
+            listed = tokens.listed_value(limit.token)
+            if limit.token.pool != pools.DEFAULT_POOL:
+                listed = f"{limit.token.pool}:{listed}"
+            answer.append({"namespace": limit.token.namespace.name, "token": listed, "limiter": limit.as_dict()})
+        return Response(answer)
+
+
 class PoolList(AdminView):
     def get(self, request):
         return indented(pools.pool_names(), indent=2)
@@ -114,6 +216,16 @@ class Info(AdminView):
         for i, warning in enumerate(pools.durability_warnings(pool)):
             response.headers[f"X-Lmstfy-Warning-{i + 1}"] = warning
         return response
+
+
+class ApiSchema(AdminView):
+    """The OpenAPI description of /api/ (public, like the API's own size routes)."""
+
+    authentication_classes: list = []
+    permission_classes: list = []
+
+    def get(self, request):
+        return Response(openapi.document())
 
 
 class Version(AdminView):

@@ -7,8 +7,9 @@ import re
 
 from queues.api.errors import bad_request
 
-_DIGITS = re.compile(r"^[0-9]+$")
-_SIGNED = re.compile(r"^[-+]?[0-9]+$")
+# \Z, not $: "$" also matches before a trailing newline, which Go's parser rejects.
+_DIGITS = re.compile(r"[0-9]+\Z")
+_SIGNED = re.compile(r"[-+]?[0-9]+\Z")
 UINT16_MAX = 2**16 - 1
 UINT32_MAX = 2**32 - 1
 INT64_MAX = 2**63 - 1

@@ -9,6 +9,7 @@ QUEUE = "api/<str:namespace>/<str:queue>"
 JOB = QUEUE + "/job/<str:job_id>"
 
 api_urlpatterns = [
+    path("api/schema/", lmstfy_admin.ApiSchema.as_view()),
     path(QUEUE, views.QueueRoot.as_view()),
     path(QUEUE + "/bulk", views.BulkPublish.as_view()),
     path(JOB, views.JobDetail.as_view()),
@@ -27,6 +28,8 @@ api_urlpatterns = [
 admin_urlpatterns = [
     path("token/<str:namespace>", lmstfy_admin.TokenList.as_view()),
     path("token/<str:namespace>/<str:token>", lmstfy_admin.TokenDetail.as_view()),
+    path("token/<str:namespace>/<str:token>/limit", lmstfy_admin.TokenLimitDetail.as_view()),
+    path("limits", lmstfy_admin.LimitList.as_view()),
     path("pools", lmstfy_admin.PoolList.as_view()),
     path("pools/", lmstfy_admin.PoolList.as_view()),
     path("info", lmstfy_admin.Info.as_view()),

@@ -13,9 +13,9 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from queues import inspect, names
+from queues import inspect, names, pools, throttling
 from queues.api import params
-from queues.api.authentication import LmstfyTokenAuthentication
+from queues.api.authentication import LmstfyTokenAuthentication, raw_token
 from queues.api.errors import ApiError, api_not_found, bad_request
 from queues.engine import Engine, Job
 
@@ -45,13 +45,45 @@ class QueueView(APIView):
     public = False
     multi_queue = False
 
+    counted: str | None = None  # the throttle direction this request was counted in
+    # lmstfy answers any other method (HEAD and OPTIONS included) with 404 "api not found",
+    # before looking at names or tokens. Without this, Django would serve HEAD with get().
+    http_method_names = ["get", "put", "delete"]
+
     def initial(self, request, *args, **kwargs):
+        method = request.method.lower()
+        if method not in self.http_method_names or not hasattr(self, method):
+            raise api_not_found()
         ns, q = kwargs["namespace"], kwargs["queue"]
         error = names.consume_names_error(ns, q) if self.multi_queue else names.names_error(ns, q)
         if error:
             raise bad_request(error)
         super().initial(request, *args, **kwargs)
-        request.auth  # authenticate now, before the handler reads anything
+        grant = request.auth  # authenticate now, before the handler reads anything
+        direction = self.throttle_direction()
+        if direction and grant.token_id is not None:
+            self.count_request(grant.token_id, direction)
+
+    def throttle_direction(self) -> str | None:
+        """lmstfy throttles publish, bulk publish and consume only."""
+        return None
+
+    def count_request(self, token_id: int, direction: str) -> None:
+        try:
+            if throttling.take(token_id, direction):
+                self.counted = direction
+        except throttling.RateLimited:
+            _, token = pools.split_token(raw_token(self.request))
+            raise ApiError(status.HTTP_429_TOO_MANY_REQUESTS,
+                           f"token({token}) {direction} reach the limit rate, please retry later",
+                           key="msg") from None
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        # An empty consume or a failed publish does not use up the quota (lmstfy's remedy).
+        success = status.HTTP_200_OK if self.counted == throttling.CONSUME else status.HTTP_201_CREATED
+        if self.counted and response.status_code != success:
+            throttling.give_back(request.auth.token_id, self.counted)
+        return super().finalize_response(request, response, *args, **kwargs)
 
     def http_method_not_allowed(self, request, *args, **kwargs):
         raise api_not_found()
@@ -142,6 +174,9 @@ class QueueRoot(QueueView):
     def multi_queue(self) -> bool:  # consume validates a queue list
         return self.request.method == "GET"
 
+    def throttle_direction(self) -> str | None:
+        return {"GET": throttling.CONSUME, "PUT": throttling.PRODUCE}.get(self.request.method)
+
     def put(self, request, namespace: str, queue: str):
         options = publish_options(request)
         body = read_body(request)
@@ -173,11 +208,18 @@ class QueueRoot(QueueView):
 
 
 class BulkPublish(QueueView):
+    def throttle_direction(self) -> str | None:
+        return throttling.PRODUCE
+
     def put(self, request, namespace: str, queue: str):
         options = publish_options(request)
         bodies = bulk_elements(read_body(request, limit=MAX_BULK_JOBS * (MAX_BODY_BYTES + 64)))
         published = self.engine().publish(namespace, queue, bodies, **options)
         return published_response(published, "job_ids")
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")  # NaN and Infinity: Go's decoder refuses them too
 
 
 def bulk_elements(body: bytes) -> list[bytes]:
@@ -187,7 +229,9 @@ def bulk_elements(body: bytes) -> list[bytes]:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise not_array from None
-    decoder = json.JSONDecoder()
+    if text.strip(" \t\n\r") == "null":
+        raise bad_request("no jobs")  # Go decodes null into an empty slice
+    decoder = json.JSONDecoder(parse_constant=_refuse_constant)
     index = _skip_ws(text, 0)
     if not text.startswith("[", index):
         raise not_array
@@ -199,7 +243,7 @@ def bulk_elements(body: bytes) -> list[bytes]:
         while True:
             try:
                 _, end = decoder.raw_decode(text, index)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
                 raise not_array from None
             elements.append(text[index:end].encode("utf-8"))
             index = _skip_ws(text, end)
@@ -278,9 +322,13 @@ class DeadLetterSize(QueueView):
         return Response({"namespace": namespace, "queue": queue, "size": size})
 
 
+# Expiry times are milliseconds held exactly in Lua doubles: keep them below 2^53.
+MAX_RESPAWN_TTL_S = 2**53 // 1000 - 4 * 10**9
+
+
 def respawn_ttl(request) -> int:
     ttl = params.int64(request.query_params, "ttl", settings.LMSTFY_DEFAULT_TTL, "invalid ttl")
-    if ttl < 0:
+    if not 0 <= ttl <= MAX_RESPAWN_TTL_S:
         raise bad_request("invalid ttl")
     return ttl
 

@@ -7,7 +7,8 @@
 --   KEYS[4] inflight  zset  job id, score lease expiry (ms)
 --   KEYS[5] expiry    zset  ready job id, score ttl expiry (ms)
 --   KEYS[6] dead      zset  job id, score seq
---   KEYS[7] meta      hash  seq, created_ms, paused, ...
+--   KEYS[7] meta      hash  seq, created_ms, pause state, last_consume_ms, minute counters,
+--                           cumulative totals (count_total)
 --
 -- A packed job is a fixed header followed by three strings:
 --   struct '<BBHHdHB': state, priority, tries left, deliveries, expire_at (ms, 0 = never),
@@ -109,6 +110,33 @@ local function forget_job(id)
   redis.call('ZREM', EXPIRY, id)
   redis.call('ZREM', DEAD, id)
   return redis.call('HDEL', JOBS, id)
+end
+
+-- Cumulative totals in the meta hash: <p>t counts every event of a kind since
+-- the queue was created (pub_ published, con_ consumed, ack_ acked, rel_ released,
+-- exp_ expired, dead_ dead-lettered, resp_ respawned). /metrics exports them as
+-- counters (queues/metrics.py): kept by the scripts themselves, they are exact
+-- and the same whichever process or instance reads them.
+local function count_total(prefix, n)
+  if n > 0 then redis.call('HINCRBY', META, prefix .. 't', n) end
+end
+
+-- Per-minute counters in the meta hash, for the admin's rates: <p>m = the minute
+-- (ms / 60000) of <p>c, the count in that minute; <p>p = the count in the minute
+-- before it. Two fields per counter, whatever the traffic. It also keeps the
+-- kind's total (count_total).
+local function count_event(prefix, n, now)
+  local minute = math.floor(now / 60000)
+  local state = redis.call('HMGET', META, prefix .. 'm', prefix .. 'c')
+  local at, current = tonumber(state[1]), tonumber(state[2]) or 0
+  if at ~= minute then
+    local previous = 0
+    if at == minute - 1 then previous = current end
+    redis.call('HSET', META, prefix .. 'm', num(minute), prefix .. 'p', num(previous), prefix .. 'c', num(n))
+  else
+    redis.call('HINCRBY', META, prefix .. 'c', n)
+  end
+  count_total(prefix, n)
 end
 
 -- The fields the engine returns for a job, in this order (engine.JobRecord).

@@ -5,4 +5,6 @@
 -- ARGV[1]  job id
 -- Returns: 1 if the job existed, else 0
 
-return forget_job(ARGV[1])
+local deleted = forget_job(ARGV[1])
+count_total('ack_', deleted)
+return deleted

@@ -9,4 +9,5 @@ local job = load_job(ARGV[1])
 if not job or job.state ~= STATE_INFLIGHT then return 0 end
 redis.call('ZREM', INFLIGHT, ARGV[1])
 make_dead(ARGV[1], job)
+count_total('dead_', 1)
 return 1

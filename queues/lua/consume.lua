@@ -7,6 +7,10 @@
 -- ARGV[1]  now (ms)
 -- ARGV[2]  ttr (ms): the lease
 -- ARGV[3]  count (>= 1)
+-- ARGV[4]  max in flight per queue (0 = no cap): push delivery's concurrency,
+--          enforced here so it holds across every notifier process
+-- ARGV[5]  rate per second per queue (0 = no limit): a token bucket in the meta hash
+-- ARGV[6]  '1' to keep tries (push delivery counts attempts, not tries), else ''
 -- Returns: {paused, dues, jobs...}
 --   paused  bitmask of listed queues that are paused (bit i-1 for queue i)
 --   dues    per listed queue, comma-joined: the new earliest timer (ms) when this
@@ -14,7 +18,31 @@
 --   then 9 fields per leased job: queue index (1-based), then _job.lua job_fields
 
 local now, ttr, count = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local max_inflight, rate, keep_tries = tonumber(ARGV[4] or 0), tonumber(ARGV[5] or 0), ARGV[6] == '1'
 local paused, result, dues, taken = 0, {}, {}, 0
+
+-- How many jobs this queue may hand out now, under its cap and its rate.
+local function room()
+  local allowed = count - taken
+  if max_inflight > 0 then
+    allowed = math.min(allowed, max_inflight - redis.call('ZCARD', INFLIGHT))
+  end
+  if rate > 0 then
+    local burst = math.max(rate, 1)  -- a rate under 1/s still lets one job through
+    local state = redis.call('HMGET', META, 'rate_tokens', 'rate_at')
+    local tokens, at = tonumber(state[1]) or burst, tonumber(state[2]) or now
+    tokens = math.min(burst, tokens + (now - at) * rate / 1000)
+    redis.call('HSET', META, 'rate_tokens', tostring(tokens), 'rate_at', num(now))
+    allowed = math.min(allowed, math.floor(tokens))
+  end
+  return allowed
+end
+
+local function spend_rate(leased)
+  if rate > 0 and leased > 0 then
+    redis.call('HINCRBYFLOAT', META, 'rate_tokens', -leased)
+  end
+end
 
 for qi = 1, #KEYS / 7 do
   local base = (qi - 1) * 7
@@ -25,8 +53,8 @@ for qi = 1, #KEYS / 7 do
     paused = paused + 2 ^ (qi - 1)
   elseif taken < count then
     local before = next_due()
-    local leased = 0
-    while taken < count do
+    local leased, expired, limit = 0, 0, room()
+    while leased < limit do
       local popped = redis.call('ZPOPMIN', READY)
       if not popped[1] then break end
       local id = popped[1]
@@ -34,9 +62,12 @@ for qi = 1, #KEYS / 7 do
       local job = load_job(id)
       if job and is_expired(job, now) then
         redis.call('HDEL', JOBS, id)
+        expired = expired + 1
       elseif job then
         job.state = STATE_INFLIGHT
-        job.tries = job.tries - 1
+        -- A job released without its try back (a failed delivery) can be ready
+        -- with 0 tries left: keep 0, never -1 (it would pack as 65535 tries).
+        if job.tries > 0 and not keep_tries then job.tries = job.tries - 1 end
         job.deliveries = job.deliveries + 1
         store_job(id, job)
         redis.call('ZADD', INFLIGHT, num(now + ttr), id)
@@ -46,8 +77,11 @@ for qi = 1, #KEYS / 7 do
         leased = leased + 1
       end
     end
+    spend_rate(leased)
+    count_total('exp_', expired)
     if leased > 0 then
       redis.call('HSET', META, 'last_consume_ms', num(now))
+      count_event('con_', leased, now)
       if before < 0 or now + ttr < before then dues[qi] = num(now + ttr) end
     end
   end

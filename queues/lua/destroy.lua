@@ -6,7 +6,8 @@
 -- ARGV[1]  limit
 -- Returns: {deleted, remaining, gone}
 --   remaining  1 when live jobs are left (call again)
---   gone       1 when nothing is left at all (the queue's meta was deleted too)
+--   gone       1 when nothing is left at all: no dead letter and not paused (the
+--              queue's meta was deleted too; a pause outlives a destroy)
 
 local limit = tonumber(ARGV[1])
 local deleted = 0
@@ -20,7 +21,7 @@ for _, key in ipairs({READY, DELAYED, INFLIGHT}) do
 end
 local remaining = redis.call('ZCARD', READY) + redis.call('ZCARD', DELAYED) + redis.call('ZCARD', INFLIGHT)
 local gone = 0
-if remaining == 0 and redis.call('ZCARD', DEAD) == 0 then
+if remaining == 0 and redis.call('ZCARD', DEAD) == 0 and redis.call('HEXISTS', META, 'paused') == 0 then
   redis.call('DEL', META, EXPIRY, JOBS)
   gone = 1
 end

@@ -52,6 +52,7 @@ for i = 10, #ARGV, 2 do
 end
 
 if delay == 0 then redis.call('PUBLISH', ARGV[8], #ids) end
+count_event('pub_', #ids, now)
 if IDEMPOTENCY then redis.call('SET', IDEMPOTENCY, table.concat(ids, ','), 'EX', tonumber(ARGV[9])) end
 local created = redis.call('HSETNX', META, 'created_ms', num(now))
 if added_due >= 0 and (before < 0 or added_due < before) then return {0, created, added_due} end

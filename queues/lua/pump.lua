@@ -57,4 +57,6 @@ for _, id in ipairs(due_ids(EXPIRY, limit - handled)) do
 end
 
 if readied > 0 then redis.call('PUBLISH', ARGV[3], readied) end
+count_total('exp_', expired)
+count_total('dead_', buried)
 return {handled, readied, buried, expired, next_due()}

@@ -16,12 +16,14 @@ local job = load_job(id)
 if not job or job.state ~= STATE_INFLIGHT then return {1, 0} end
 if is_expired(job, now) then
   forget_job(id)
+  count_total('exp_', 1)
   return {1, 0}
 end
 
 local before = next_due()
 redis.call('ZREM', INFLIGHT, id)
 if ARGV[5] == '1' then job.tries = job.tries + 1 end
+count_total('rel_', 1)
 local due = -1
 if delay > 0 then
   job.state = STATE_DELAYED

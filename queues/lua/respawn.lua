@@ -34,5 +34,6 @@ for _, id in ipairs(ids) do
   end
 end
 if respawned > 0 then redis.call('PUBLISH', ARGV[3], respawned) end
+count_total('resp_', respawned)
 if due >= 0 and (before < 0 or due < before) then return {respawned, due} end
 return {respawned, -1}

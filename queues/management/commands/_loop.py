@@ -1,6 +1,6 @@
 """The shared shape of long-running commands: a unit of work, a SIGTERM
 handler that only sets a flag, sleeps in short slices, and back-off while
-Redis is unreachable."""
+Redis or the database is unreachable."""
 from __future__ import annotations
 
 import logging
@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 
 import redis
+from django.db import DatabaseError, close_old_connections
 
 log = logging.getLogger(__name__)
 MAX_BACKOFF_S = 5.0
@@ -42,5 +43,9 @@ class Loop:
                 backoff = 0.5
             except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError) as exc:
                 log.warning("%s: Redis unavailable (%s); retrying in %.1fs", self.name, exc, backoff)
+                pause, backoff = backoff, min(backoff * 2, MAX_BACKOFF_S)
+            except DatabaseError as exc:
+                log.warning("%s: database unavailable (%s); retrying in %.1fs", self.name, exc, backoff)
+                close_old_connections()
                 pause, backoff = backoff, min(backoff * 2, MAX_BACKOFF_S)
             self.sleep(pause)

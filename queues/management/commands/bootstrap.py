@@ -4,7 +4,7 @@ import secrets
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 
 class Command(BaseCommand):
@@ -16,6 +16,9 @@ class Command(BaseCommand):
         if users.filter(is_superuser=True).exists():
             return
         username = settings.LMSTFY_ADMIN_USER
+        if users.filter(username=username).exists():
+            raise CommandError(f"A user named {username!r} exists but is not a superuser; make it one in the "
+                               "admin, set LMSTFY_ADMIN_USER to another name, or use createsuperuser.")
         password = settings.LMSTFY_ADMIN_PASSWORD
         generated = password is None
         if generated:

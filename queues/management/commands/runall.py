@@ -1,6 +1,6 @@
 """One command for a single machine: migrate, bootstrap the staff user, then run
-gunicorn (API + admin), the pumper and (when present) the notifier, and stop
-them all on SIGTERM/SIGINT or when one of them dies."""
+gunicorn (API + admin), the pumper and the notifier, and stop them all on
+SIGTERM/SIGINT or when one of them dies."""
 from __future__ import annotations
 
 import os
@@ -19,7 +19,7 @@ GRACE_S = 15
 
 
 class Command(BaseCommand):
-    help = "Run the whole service on this machine: gunicorn + pumper (+ notifier)."
+    help = "Run the whole service on this machine: gunicorn + pumper + notifier."
 
     def handle(self, *args, **options) -> None:
         env = os.environ.copy()
@@ -55,10 +55,7 @@ class Command(BaseCommand):
                     "--graceful-timeout", str(GRACE_S), "--timeout", "0", "--access-logfile", "-"]
         for bind in settings.LMSTFY_BIND:
             gunicorn += ["--bind", bind]
-        commands = [gunicorn, manage + ["pumper"]]
-        if (settings.BASE_DIR / "queues" / "management" / "commands" / "notifier.py").exists():
-            commands.append(manage + ["notifier"])
-        return commands
+        return [gunicorn, manage + ["pumper"], manage + ["notifier"]]
 
     @staticmethod
     def _spawn(argv: list[str], env: dict) -> subprocess.Popen:
