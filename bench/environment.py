@@ -42,6 +42,15 @@ def service_env(var_dir: Path) -> dict[str, str]:
     return env
 
 
+def flush_bench_db(client) -> None:
+    """FLUSHDB of the bench DB, and only of it: other DBs of this Redis belong
+    to the team's test suites."""
+    db = client.connection_pool.connection_kwargs.get("db", 0)
+    if db != redis_db():
+        raise RuntimeError(f"refusing to flush Redis DB {db}: the benchmarks own DB {redis_db()} only")
+    client.flushdb()
+
+
 def floor_env(port: int) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
     env.update({"FLOOR_REDIS_URL": REDIS_URL, "DJANGO_SETTINGS_MODULE": "bench.floor_site.settings"})
@@ -104,8 +113,12 @@ class Machine:
 def describe_machine(redis_client) -> Machine:
     return Machine(nproc=os.cpu_count() or 0, cpu_model=_cpu_model(), python=platform.python_version(),
                    redis_version=redis_client.info("server")["redis_version"],
-                   load_average=" ".join(f"{x:.2f}" for x in os.getloadavg()),
+                   load_average=load_average(),
                    busy_processes=busy_processes())
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def _cpu_model() -> str:

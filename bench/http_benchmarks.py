@@ -37,8 +37,6 @@ class HttpContext:
     warmup_s: float
     rounds: int
     connections: int
-    profiler: object | None = None  # profiling.Profiler when run with --profile
-    label: str = ""                 # the running benchmark's name (profile file names)
 
 
 Measure = Callable[[Load], float]
@@ -60,21 +58,17 @@ def compare(ctx: HttpContext, ours: Scenario, floor: Scenario, measure: Measure,
             server, scenario = sides[name]
             if prepare and name == "ours":
                 prepare(measure(best["ours"]) if "ours" in best else 0.0)
-            load = _timed_run(ctx, name, server, scenario, round_index)
+            load = _timed_run(ctx, server, scenario)
             if name not in best or measure(load) > measure(best[name]):
                 best[name] = load
     return best["ours"], best["floor"]
 
 
-def _timed_run(ctx: HttpContext, side: str, server: Server, scenario: Scenario, round_index: int) -> Load:
-    """One measured round; also records the workers' CPU per request, a figure
-    that other load on the machine disturbs far less than req/s."""
+def _timed_run(ctx: HttpContext, server: Server, scenario: Scenario) -> Load:
+    """One measured round; also records CPU per request of the workers and of
+    Redis, figures that other load on the machine disturbs far less than req/s."""
     cpu_before, redis_before = server.workers_cpu_s(), _redis_cpu_s(ctx)
-    if ctx.profiler is None or side != "ours" or round_index != 0:
-        load = ctx.generator.run(server.base_url, scenario, ctx.duration_s, ctx.connections)
-    else:
-        with ctx.profiler.recording(server, ctx.label, ctx.duration_s):
-            load = ctx.generator.run(server.base_url, scenario, ctx.duration_s, ctx.connections)
+    load = ctx.generator.run(server.base_url, scenario, ctx.duration_s, ctx.connections)
     cpu, redis_cpu = server.workers_cpu_s() - cpu_before, _redis_cpu_s(ctx) - redis_before
     load.extra["worker_cpu_ms_per_request"] = round(1000 * cpu / max(1, load.requests), 3)
     load.extra["redis_cpu_ms_per_request"] = round(1000 * redis_cpu / max(1, load.requests), 3)
@@ -98,11 +92,14 @@ def _details(ours: Load, floor: Load) -> dict:
 
 
 def _cpu(ours: Load, floor: Load) -> str:
-    """Worker CPU per request and how many of the 2 cores the workers used."""
-    return (f"CPU per request: workers ours {ours.extra['worker_cpu_ms_per_request']:.2f} ms, floor "
-            f"{floor.extra['worker_cpu_ms_per_request']:.2f} ms; Redis ours {ours.extra['redis_cpu_ms_per_request']:.2f}"
-            f" ms, floor {floor.extra['redis_cpu_ms_per_request']:.2f} ms; workers used "
-            f"{ours.extra['worker_cpu_share']:.2f} / {floor.extra['worker_cpu_share']:.2f} cores.")
+    """CPU per request of each process kind (ours | floor): far steadier than
+    req/s while other work shares the machine."""
+    parts = []
+    for label, key in (("workers", "worker"), ("Redis", "redis"), ("generator", "generator")):
+        field = f"{key}_cpu_ms_per_request"
+        parts.append(f"{label} {ours.extra[field]:.2f} | {floor.extra[field]:.2f}")
+    return (f"CPU ms per request (ours | floor): {', '.join(parts)}; workers used "
+            f"{ours.extra['worker_cpu_share']:.2f} | {floor.extra['worker_cpu_share']:.2f} cores.")
 
 
 def _failures(ours: Load, floor: Load) -> str:

@@ -26,7 +26,7 @@ from queues import ulid
 JOB_BODY = b"x" * 100
 WARMUP_SAMPLES = 10
 # Long enough for a consume request to reach the server and start waiting.
-SETTLE_S = 0.025
+SETTLE_S = 0.015
 LATENESS_CONSUMERS = 16
 LATENESS_SPACING_S = 0.02
 DELAY_S = 1

@@ -1,53 +1,30 @@
-"""Optional profiling of our gunicorn workers while a benchmark loads them
-(`run.py --profile DIR`, needs py-spy: `pip install py-spy`).
+"""Summaries of py-spy profiles (collapsed stacks: "frame;frame;frame count"
+per line, as `py-spy record --format raw` writes them), used by the benchmarks
+that profile a process under load (bench/notifier_bench.py --profile).
 
-py-spy samples only the thread holding the GIL (`--gil`): a gunicorn worker
-is bound by its one GIL, so those samples are where its CPU goes (time spent
-waiting for Redis or PostgreSQL is not in them). It writes collapsed stacks
-("frame;frame;frame count" per line); the summary ranks frames by the share of
-samples they appear in. Figures measured while
-profiling are lower than without (py-spy takes CPU): use them for shares only.
+Frames are ranked by the share of samples they appear in, and each sample is
+given to the deepest layer on its stack (gunicorn, Django, DRF, our views, the
+engine, redis-py), which answers "where does a request's time go".
 
-    python -m bench.profiling DIR/*.txt     # summarize saved profiles again
+    python -m bench.profiling FILE...     # summarize saved profiles
 """
 from __future__ import annotations
 
-import shutil
-import subprocess
 import sys
 from collections import Counter
-from contextlib import contextmanager
 from pathlib import Path
 
-SAMPLE_RATE_HZ = 200
 TOP = 40
-
-
-class Profiler:
-    def __init__(self, out_dir: Path) -> None:
-        if not shutil.which("py-spy"):
-            raise SystemExit("--profile needs py-spy on PATH (pip install py-spy)")
-        self.out_dir = out_dir
-        out_dir.mkdir(parents=True, exist_ok=True)
-
-    @contextmanager
-    def recording(self, server, label: str, duration_s: float):
-        pids = server.worker_pids()
-        files = [self.out_dir / f"{label}-{pid}.txt" for pid in pids]
-        recorders = [subprocess.Popen(["py-spy", "record", "--pid", str(pid), "--duration", str(int(duration_s) + 1),
-                                       "--rate", str(SAMPLE_RATE_HZ), "--format", "raw", "--gil",
-                                       "--output", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                     for pid, path in zip(pids, files)]
-        try:
-            yield
-        finally:
-            for recorder in recorders:
-                try:
-                    recorder.wait(duration_s + 30)
-                except subprocess.TimeoutExpired:
-                    recorder.kill()
-            summary = self.out_dir / f"{label}-summary.txt"
-            summary.write_text(summarize([f for f in files if f.exists()]))
+# Where a sample's time belongs: the deepest of these layers found on its stack
+# (frames are listed root first). A frame "matches" when it contains the marker.
+LAYERS = (
+    ("outside the WSGI app (server loop, threads)", ""),
+    ("Django handler + middleware", "WSGIHandler.__call__"),
+    ("DRF APIView machinery", "APIView.dispatch"),
+    ("our view code (queues/api)", "(queues/api/"),
+    ("engine, Python side (queues/)", "(queues/engine.py"),
+    ("redis-py client", "(redis/"),
+)
 
 
 def _frames(path: Path):
@@ -58,15 +35,25 @@ def _frames(path: Path):
 
 
 def _busy(frames: list[str]) -> bool:
-    """Idle threads (waiting for a connection or a lock) are not request work."""
+    """Idle threads (waiting for work, a lock or a socket) are not work."""
     leaf = frames[-1]
     return not any(word in leaf for word in ("wait (threading.py", "select (selectors.py", "_worker (concurrent",
                                              "run_for_one", "sleep", "accept"))
 
 
+def layer_of(frames: list[str]) -> str:
+    deepest = 0
+    for frame in frames:
+        for index in range(deepest + 1, len(LAYERS)):
+            if LAYERS[index][1] in frame:
+                deepest = index
+    return LAYERS[deepest][0]
+
+
 def summarize(paths: list[Path]) -> str:
     inclusive: Counter[str] = Counter()
     leaf: Counter[str] = Counter()
+    layers: Counter[str] = Counter()
     total = 0
     for path in paths:
         for frames, count in _frames(path):
@@ -74,11 +61,14 @@ def summarize(paths: list[Path]) -> str:
                 continue
             total += count
             leaf[frames[-1]] += count
+            layers[layer_of(frames)] += count
             for frame in set(frames):
                 inclusive[frame] += count
     if not total:
         return "no busy samples\n"
-    lines = [f"{total} busy samples from {len(paths)} worker(s)", "", "inclusive (share of busy samples):"]
+    lines = [f"{total} busy samples from {len(paths)} file(s)", "", "by layer (self time of each layer):"]
+    lines += [f"{100 * layers[name] / total:5.1f}%  {name}" for name, _ in LAYERS]
+    lines += ["", "inclusive (share of busy samples):"]
     lines += [f"{100 * n / total:5.1f}%  {frame}" for frame, n in inclusive.most_common(TOP)]
     lines += ["", "self (leaf frames):"]
     lines += [f"{100 * n / total:5.1f}%  {frame}" for frame, n in leaf.most_common(TOP // 2)]

@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -40,15 +41,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", default="", help=f"comma-separated: 1-6 or names {', '.join(ALL)}")
     parser.add_argument("--json", type=Path, help="also write the results to this file")
-    parser.add_argument("--duration", type=float, default=5.0, help="seconds per measured round (default 5)")
-    parser.add_argument("--warmup", type=float, default=1.0, help="seconds of warm-up per side (default 1)")
+    parser.add_argument("--duration", type=float, default=5.0, help="seconds per measured round, whole with wrk (default 5)")
+    parser.add_argument("--warmup", type=float, default=1.0, help="seconds of warm-up per side, whole with wrk (default 1)")
     parser.add_argument("--rounds", type=int, default=2, help="rounds per side, best kept (default 2)")
     parser.add_argument("--connections", type=int, default=16, help="concurrent connections (default 16)")
     parser.add_argument("--samples", type=int, default=500, help="latency samples (default 500)")
     parser.add_argument("--generator", choices=("auto", "wrk", "python"), default="auto",
                         help="load generator: wrk when installed (auto), or the Python one")
-    parser.add_argument("--profile", type=Path, metavar="DIR",
-                        help="record our workers with py-spy during the first round of each HTTP benchmark")
     return parser.parse_args(argv)
 
 
@@ -65,10 +64,10 @@ def selected(only: str) -> list[str]:
     return [name for name in ALL if name in names]
 
 
-def run_engine_benchmarks(names: list[str], engine, client) -> list[report.Figure]:
+def run_engine_benchmarks(run: Run, names: list[str]) -> list[report.Figure]:
     from bench import engine_benchmarks
 
-    ctx = engine_benchmarks.EngineContext(engine=engine, client=client)
+    ctx = engine_benchmarks.EngineContext(engine=run.engine, client=run.client)
     figures = []
     for name in names:
         progress(f"running {name}")
@@ -76,49 +75,34 @@ def run_engine_benchmarks(names: list[str], engine, client) -> list[report.Figur
     return figures
 
 
-def run_http_benchmarks(names: list[str], args, env, token, engine, client, generator,
-                        log_dir: Path) -> list[report.Figure]:
+def run_http_benchmarks(run: Run, names: list[str]) -> list[report.Figure]:
+    """Start both servers, run the benchmarks, stop the servers whatever happens."""
     from bench import http_benchmarks, latency
 
+    args = run.args
     ours_port = servers.free_port()
     floor_port = servers.free_port(ours_port + 1)
     with ExitStack() as stack:
         progress(f"starting the real stack (manage.py runall) on :{ours_port}")
-        ours = servers.start_real_stack(env, ours_port, log_dir)
+        ours = servers.start_real_stack(run.env, ours_port, run.log_dir)
         stack.callback(ours.stop)
         progress(f"starting the floor app on :{floor_port}")
-        floor = servers.start_floor(environment.floor_env(floor_port), floor_port, log_dir)
+        floor = servers.start_floor(environment.floor_env(floor_port), floor_port, run.log_dir)
         stack.callback(floor.stop)
-        ctx = http_benchmarks.HttpContext(ours=ours, floor=floor, token=token, engine=engine, generator=generator,
-                                          duration_s=args.duration, warmup_s=args.warmup, rounds=args.rounds,
-                                          connections=args.connections, profiler=profiler(args))
+        ctx = http_benchmarks.HttpContext(ours=ours, floor=floor, token=run.token, engine=run.engine,
+                                          generator=run.generator, duration_s=args.duration, warmup_s=args.warmup,
+                                          rounds=args.rounds, connections=args.connections)
         figures = []
         for name in names:
             progress(f"running {name}")
-            ctx.label = name
             if name == "latency":
-                figures += latency.wake_latency(ours, token, engine, client, args.samples)
+                figures += latency.wake_latency(ours, run.token, run.engine, run.client, args.samples)
             elif name == "lateness":
-                figures += latency.firing_lateness(ours, token, args.samples)
+                figures += latency.firing_lateness(ours, run.token, args.samples)
             else:
                 figures += http_benchmarks.BENCHMARKS[name](ctx)
-            flush_bench_db(client)
+            environment.flush_bench_db(run.client)
         return figures
-
-
-def profiler(args):
-    if args.profile is None:
-        return None
-    from bench.profiling import Profiler
-
-    return Profiler(args.profile)
-
-
-def flush_bench_db(client) -> None:
-    db = client.connection_pool.connection_kwargs.get("db", 0)
-    if db != environment.redis_db():
-        raise RuntimeError(f"refusing to flush Redis DB {db}")
-    client.flushdb()
 
 
 def progress(message: str) -> None:
@@ -134,61 +118,97 @@ def stop_on_signals() -> None:
     signal.signal(signal.SIGHUP, leave)
 
 
+@dataclass
+class Run:
+    """What every benchmark of one run shares."""
+    args: argparse.Namespace
+    names: list[str]
+    env: dict[str, str]
+    log_dir: Path
+    client: object = None     # redis.Redis on the bench DB
+    engine: object = None     # queues.engine.Engine on the bench pool
+    token: str = ""
+    generator: object = None  # loadgen.Wrk or loadgen.PythonLoad
+    machine: object = None    # environment.Machine, sampled before the first benchmark
+    busy_after: list[str] = field(default_factory=list)
+
+
+def prepare(run: Run) -> None:
+    """Fresh database with migrations, the real site loaded in-process, an empty
+    bench DB, a token minted through the database, and the machine described."""
+    environment.fresh_database()
+    environment.setup_django(run.env)
+    environment.migrate()
+    from queues import pools
+    from queues.engine import Engine
+
+    run.client = pools.client()
+    environment.flush_bench_db(run.client)
+    run.engine = Engine()
+    run.token = environment.mint_token()
+    run.generator = pick_generator(run.args.generator)
+    progress("sampling what else runs on the machine")
+    run.machine = environment.describe_machine(run.client)
+
+
+def run_benchmarks(run: Run) -> list[report.Figure]:
+    figures = run_engine_benchmarks(run, [n for n in run.names if n in ENGINE_BENCHMARKS])
+    http_names = [n for n in run.names if n in HTTP_BENCHMARKS]
+    if http_names:
+        progress(f"load generator: {run.generator.name}")
+        figures += run_http_benchmarks(run, http_names)
+    run.busy_after = environment.busy_processes()
+    return figures
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    names = selected(args.only)
     stop_on_signals()
-    var_dir = Path(tempfile.mkdtemp(prefix="lmstfy-bench-"))
+    log_dir = Path(tempfile.mkdtemp(prefix="lmstfy-bench-"))
+    run = Run(args=args, names=selected(args.only), env=environment.service_env(log_dir), log_dir=log_dir)
     try:
-        env = environment.service_env(var_dir)
-        environment.fresh_database()
-        environment.setup_django(env)
-        environment.migrate()
-        from queues import pools
-        from queues.engine import Engine
-
-        client = pools.client()
-        flush_bench_db(client)
-        engine = Engine()
-        token = environment.mint_token()
-        generator = pick_generator(args.generator)
-        progress("sampling what else runs on the machine")
-        machine = environment.describe_machine(client)
-        figures = run_engine_benchmarks([n for n in names if n in ENGINE_BENCHMARKS], engine, client)
-        http_names = [n for n in names if n in HTTP_BENCHMARKS]
-        if http_names:
-            progress(f"load generator: {generator.name}")
-            figures += run_http_benchmarks(http_names, args, env, token, engine, client, generator, var_dir)
-        busy_after = environment.busy_processes()
-        flush_bench_db(client)
+        prepare(run)
+        figures = run_benchmarks(run)
+    except BaseException:
+        progress(f"failed; the servers' logs are kept in {log_dir}")
+        raise
+    else:
+        shutil.rmtree(log_dir, ignore_errors=True)
     finally:
-        shutil.rmtree(var_dir, ignore_errors=True)
-    print_report(figures, machine, busy_after, generator.name, args)
+        if run.client is not None:
+            environment.flush_bench_db(run.client)
+    print_report(figures, run)
     if args.json:
-        report.save_json(args.json, figures, run_info(machine, busy_after, generator.name, args, argv))
+        report.save_json(args.json, figures, run_info(run, argv))
     return 0
 
 
-def run_info(machine, busy_after, generator: str, args, argv: list[str]) -> dict:
+def run_info(run: Run, argv: list[str]) -> dict:
     from django.conf import settings
 
-    return {"command": "python bench/run.py " + " ".join(argv), "machine": machine.as_dict(),
-            "busy_after": busy_after, "generator": generator,
+    args = run.args
+    return {"command": "python bench/run.py " + " ".join(argv), "machine": run.machine.as_dict(),
+            "busy_after": run.busy_after, "load_average_after": environment.load_average(),
+            "generator": run.generator.name,
             "gunicorn": {"workers": settings.LMSTFY_WORKERS, "threads": settings.LMSTFY_THREADS},
             "duration_s": args.duration, "rounds": args.rounds, "connections": args.connections,
             "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
 
 
-def print_report(figures, machine, busy_after, generator: str, args) -> None:
+def print_report(figures: list[report.Figure], run: Run) -> None:
     from django.conf import settings
 
+    machine, args = run.machine, run.args
     print(f"machine: {machine.nproc} cores, {machine.cpu_model}; Redis {machine.redis_version}; "
-          f"Python {machine.python}; load average {machine.load_average}")
+          f"Python {machine.python}")
+    print(f"load average at start {machine.load_average}, at end {environment.load_average()}")
     print(f"other CPU users at start: {'; '.join(machine.busy_processes) or 'none'}")
-    print(f"other CPU users at end:   {'; '.join(busy_after) or 'none'}")
-    print(f"load generator: {generator}, {args.connections} connections, {args.rounds} x {args.duration:g} s "
-          f"rounds (best kept); gunicorn gthread {settings.LMSTFY_WORKERS} workers x "
-          f"{settings.LMSTFY_THREADS} threads for both sides\n")
+    print(f"other CPU users at end:   {'; '.join(run.busy_after) or 'none'}")
+    if any(name in HTTP_BENCHMARKS for name in run.names):
+        print(f"load generator: {run.generator.name}, {args.connections} connections, {args.rounds} x "
+              f"{args.duration:g} s rounds (best kept); gunicorn gthread {settings.LMSTFY_WORKERS} workers x "
+              f"{settings.LMSTFY_THREADS} threads for both sides")
+    print()
     print(report.table(figures))
 
 

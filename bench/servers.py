@@ -60,7 +60,7 @@ class Server:
         raise RuntimeError(f"{self.name} not ready after {READY_TIMEOUT_S}s:\n{self.log_tail()}")
 
     def worker_pids(self) -> list[int]:
-        """The gunicorn workers (grandchildren or children of our process), for profiling."""
+        """The gunicorn workers among the processes of our session (for CPU accounting)."""
         session = os.getsid(self.process.pid)
         pids = []
         for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -134,8 +134,7 @@ def start_real_stack(env: dict[str, str], port: int, log_dir: Path) -> Server:
     (LMSTFY_WORKERS x LMSTFY_THREADS gthread) and pumper."""
     argv = [sys.executable, str(REPO_DIR / "manage.py"), "runall"]
     server = start("ours", argv, {**env, "LMSTFY_BIND": f"127.0.0.1:{port}"}, port, log_dir)
-    server.wait_ready("/version")
-    return server
+    return _ready_or_stopped(server, "/version")
 
 
 def floor_gunicorn_argv(port: int) -> list[str]:
@@ -160,5 +159,14 @@ def floor_gunicorn_argv(port: int) -> list[str]:
 
 def start_floor(env: dict[str, str], port: int, log_dir: Path) -> Server:
     server = start("floor", floor_gunicorn_argv(port), env, port, log_dir)
-    server.wait_ready("/ping")
+    return _ready_or_stopped(server, "/ping")
+
+
+def _ready_or_stopped(server: Server, path: str) -> Server:
+    """A server that never became ready is stopped before the error goes up."""
+    try:
+        server.wait_ready(path)
+    except BaseException:
+        server.stop()
+        raise
     return server

@@ -84,6 +84,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "queues.metrics.HttpMetricsMiddleware",  # outermost: times and counts every answer
     "queues.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -190,3 +191,7 @@ LMSTFY_THREADS = envint("LMSTFY_THREADS", 32, minimum=1, maximum=1000)
 LMSTFY_NOTIFIER_THREADS = envint("LMSTFY_NOTIFIER_THREADS", 32, minimum=1, maximum=1000)
 LMSTFY_NOTIFIER_GRACE_S = envfloat("LMSTFY_NOTIFIER_GRACE_S", 10.0, minimum=0, maximum=600)
 LMSTFY_ATTEMPT_LOG_MAX = envint("LMSTFY_ATTEMPT_LOG_MAX", 10_000, minimum=100, maximum=10_000_000)
+# /metrics: staff users, or Prometheus with `Authorization: Bearer <token>` when this is set.
+LMSTFY_METRICS_TOKEN = envstr("LMSTFY_METRICS_TOKEN")
+if LMSTFY_METRICS_TOKEN is not None and len(LMSTFY_METRICS_TOKEN) < 16:
+    raise ImproperlyConfigured("LMSTFY_METRICS_TOKEN must be at least 16 characters long")

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 WIDTH = 760
 HEIGHT = 170
 LEFT = 48        # room for the y-axis labels
-RIGHT = 8
+RIGHT = 22       # room for the last x-axis label
 TOP = 12
 BOTTOM = 34      # room for two lines of x-axis labels
 MAX_X_LABELS = 12
@@ -52,6 +52,14 @@ class Histogram:
     top: int = TOP
     plot_bottom: int = HEIGHT - BOTTOM
     plot_right: int = WIDTH - RIGHT
+
+    @property
+    def center_x(self) -> float:
+        return (self.left + self.plot_right) / 2
+
+    @property
+    def center_y(self) -> float:
+        return (self.top + self.plot_bottom) / 2
 
 
 def build_histogram(label: str, start_s: int, bucket_s: int, counts: list[int]) -> Histogram:

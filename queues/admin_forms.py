@@ -20,6 +20,7 @@ def pool_choices() -> list[tuple[str, str]]:
 
 
 class TokenCreateForm(forms.Form):
+    required_css_class = "required"
     description = forms.CharField(max_length=Token._meta.get_field("description").max_length,
                                   help_text="Who or what uses this token.")
     pool = forms.ChoiceField(choices=pool_choices, initial=pools.DEFAULT_POOL)
@@ -27,6 +28,8 @@ class TokenCreateForm(forms.Form):
 
 class TokenLimitForm(forms.ModelForm):
     """lmstfy's limiter: at most `read` consumes and `write` publishes per `interval` s."""
+
+    required_css_class = "required"
 
     class Meta:
         model = TokenLimit
@@ -58,7 +61,12 @@ class EmailListField(forms.CharField):
 
 
 class TopicForm(forms.ModelForm):
+    required_css_class = "required"
     pool = forms.ChoiceField(choices=pool_choices, initial=pools.DEFAULT_POOL)
+    # An address typed without a scheme means https (the model's validators still run).
+    callback_url = forms.URLField(max_length=2048, assume_scheme="https",
+                                  help_text="http(s) only; private addresses are refused unless "
+                                            "LMSTFY_ALLOW_PRIVATE_CALLBACKS=1.")
     alert_emails = EmailListField(required=False, help_text="Comma-separated addresses told when a job "
                                                             "runs out of attempts.")
 
@@ -112,7 +120,7 @@ class DeadSelectionForm(forms.Form):
     ids = JobIdsField(required=False)
     oldest = forms.IntegerField(required=False, min_value=1, max_value=1_000_000)
     all = forms.BooleanField(required=False)
-    ttl = forms.IntegerField(required=False, min_value=0, initial=settings.LMSTFY_DEFAULT_TTL,
+    ttl = forms.IntegerField(required=False, min_value=0, initial=settings.LMSTFY_DEFAULT_TTL, label="TTL (s)",
                              help_text="Seconds of life for respawned jobs (0 = never expire).")
 
     def clean(self) -> dict:

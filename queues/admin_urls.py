@@ -17,7 +17,7 @@ ns/<ns>/q/<queue>/, topics under topics/.
     /admin/queues/ns/<ns>/q/<queue>/[?pool=P]            queue: counts, charts, peek, dead letter
     /admin/queues/ns/<ns>/q/<queue>/job/<job_id>/        one job's body and fields
     /admin/queues/ns/<ns>/q/<queue>/pause/ | resume/     confirm / act
-    /admin/queues/ns/<ns>/q/<queue>/dead/respawn/        ?ids=..&ids=.. | ?oldest=N | ?all=on: confirm / act
+    /admin/queues/ns/<ns>/q/<queue>/dead/respawn/        ?ids=..&ids=.. | ?oldest=N | ?all=on: confirm, act
     /admin/queues/ns/<ns>/q/<queue>/dead/delete/         the same selection
     /admin/queues/ns/<ns>/q/<queue>/destroy/             confirm / act
     /admin/queues/topics/                                topics list
@@ -26,11 +26,15 @@ ns/<ns>/q/<queue>/, topics under topics/.
     /admin/queues/topics/<id>/tester/                    POST: the expression tester (no JavaScript)
     /admin/queues/topics/<id>/test/                      POST: send a test delivery
     /admin/queues/topics/<id>/delete/                    confirm / delete
+    /admin/queues/schedules/[?ns=N]                      schedules: next fire times, last fires (admin_schedule_views.py)
+    /admin/queues/alerts/                                alert rules (admin_alert_views.py)
+    /admin/queues/alerts/history/[?rule=ID&state=S]      alert events, newest first
 """
 from __future__ import annotations
 
 from django.urls import path
 
+from queues import admin_alert_views, admin_schedule_views
 from queues import admin_views as views
 
 app_name = "queues_admin"
@@ -59,4 +63,7 @@ urlpatterns = [
     path("topics/<int:topic_id>/tester/", views.topic_tester, name="topic_tester"),
     path("topics/<int:topic_id>/test/", views.topic_test_delivery, name="topic_test_delivery"),
     path("topics/<int:topic_id>/delete/", views.topic_delete, name="topic_delete"),
+    path("schedules/", admin_schedule_views.schedule_list, name="schedules"),
+    path("alerts/", admin_alert_views.alert_rules, name="alerts"),
+    path("alerts/history/", admin_alert_views.alert_history, name="alert_history"),
 ]

@@ -10,7 +10,6 @@ URL map: queues/admin_urls.py.
 """
 from __future__ import annotations
 
-import hmac
 import math
 from dataclasses import dataclass
 from datetime import datetime, timezone as dt_timezone
@@ -23,8 +22,7 @@ from django.core.paginator import Paginator
 from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import get_script_prefix, reverse
-from django.utils import timezone
+from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -49,7 +47,7 @@ SUMMARY_ATTEMPTS = 200
 # (label, bucket seconds, buckets) of the queue page's due-time charts.
 DUE_CHARTS = (("Next 24 hours (30-minute buckets)", 1800, 48), ("Next 72 hours (hourly buckets)", 3600, 72))
 # The session remembers only *which* token to show once, never its value: the
-# value is derived again from the stored derivation (see generated_plain).
+# value is derived again from the stored derivation (tokens.plain_value).
 SHOW_TOKEN_SESSION_KEY = "queues_admin_show_token"
 READ_ERRORS = (redis.RedisError, *inspect.UNREADABLE_ERRORS)
 
@@ -61,9 +59,9 @@ def staff_page(view):
     return staff_member_required(never_cache(view))
 
 
-def page_context(request: HttpRequest, title: str, **values) -> dict:
-    """The Django admin's own context (site header, user links, sidebar) plus the page's."""
-    return {**admin.site.each_context(request), "title": title, **values}
+def page_context(request: HttpRequest, title: str, nav: str = "overview", **values) -> dict:
+    """The Django admin's own context (site header, user links) plus the page's."""
+    return {**admin.site.each_context(request), "title": title, "nav": nav, **values}
 
 
 def read_or_error(read, *args, **kwargs) -> tuple[object, str]:
@@ -282,23 +280,12 @@ def token_create(request: HttpRequest, ns: str) -> HttpResponse:
 def token_created(request: HttpRequest, ns: str, token_id: int) -> HttpResponse:
     token = get_object_or_404(Token.objects.select_related("namespace"), id=token_id, namespace__name=ns)
     show_now = request.session.pop(SHOW_TOKEN_SESSION_KEY, None) == token.id
-    plain = generated_plain(token) if show_now else None
+    plain = tokens.plain_value(token) if show_now else None
     if plain is not None and token.pool != pools.DEFAULT_POOL:
         plain = f"{token.pool}:{plain}"
     context = page_context(request, "Token created" if plain else "Token", token=token, plain=plain, ns=ns,
                            namespace_url=namespace_url(ns))
     return render(request, "queues/token_created.html", context)
-
-
-def generated_plain(token: Token) -> str | None:
-    """The value of a token this server generated, derived again from its stored
-    derivation and checked against its digest (as tokens.listed_value does in
-    "full" listing mode); None if it cannot be."""
-    if not token.derivation:
-        return None
-    created_ms = ulid.timestamp_ms(token.prefix[:10] + "0" * 16) or 0
-    plain = tokens.derive_token(token.derivation, created_ms)
-    return plain if hmac.compare_digest(tokens.digest(plain), token.digest) else None
 
 
 @staff_page
@@ -307,8 +294,7 @@ def token_revoke(request: HttpRequest, ns: str, token_id: int) -> HttpResponse:
     token = get_object_or_404(Token.objects.active(), id=token_id, namespace__name=ns)
     line = token_line(ns, token)
     if request.method == "POST":
-        Token.objects.filter(id=token.id, revoked_at__isnull=True).update(revoked_at=timezone.now())
-        tokens.cache.clear()  # other processes drop it within tokens.CACHE_SECONDS
+        tokens.revoke([token.id])
         messages.success(request, f"Revoked token {line['listed']} ({token.description}).")
         return redirect(namespace_url(ns))
     return confirm_page(
@@ -415,11 +401,9 @@ def body_preview(body: bytes, limit: int = PREVIEW_CHARS) -> str:
 
 
 def body_text(body: bytes) -> str:
-    """A body as text; binary bytes are shown escaped rather than as mojibake."""
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError:
-        return body.decode("ascii", "backslashreplace")
+    """A body as text: bytes that are not UTF-8 and control characters are shown
+    escaped (\\xff), never as mojibake."""
+    text = body.decode("utf-8", "backslashreplace")
     return "".join(c if c.isprintable() or c in "\r\n\t" else repr(c)[1:-1] for c in text)
 
 
@@ -537,7 +521,7 @@ def dead_action(request: HttpRequest, ref: QueueRef, action: DeadAction) -> Http
     return confirm_page(
         request, title=f"{action.verb.capitalize()} dead jobs",
         question=f"{action.verb.capitalize()} {describe_selection(selection, size)} of {ref.name}?",
-        details=details, hidden=hidden, form=[form["ttl"]] if action.asks_ttl else None,
+        details=details, hidden=hidden, form=[DeadSelectionForm()["ttl"]] if action.asks_ttl else None,
         action_url=reverse(f"queues_admin:{action.view}", args=[ref.namespace, ref.queue]),
         cancel_url=ref.url() + "#deadletter", submit_label=f"Yes, {action.verb}",
         danger=action is DELETE, breadcrumbs=queue_breadcrumbs(ref))
@@ -574,7 +558,7 @@ def topic_list(request: HttpRequest) -> HttpResponse:
     if ns_filter:
         topics = topics.filter(namespace__name=ns_filter)
     page = Paginator(topics, TOPIC_PAGE_SIZE).get_page(request.GET.get("page"))
-    context = page_context(request, "Topics", page=page, topics=[topic_line(t) for t in page.object_list],
+    context = page_context(request, "Topics", nav="topics", page=page, topics=[topic_line(t) for t in page.object_list],
                            ns_filter=ns_filter, new_topic_url=reverse("queues_admin:topic_new"))
     return render(request, "queues/topic_list.html", context)
 
@@ -590,7 +574,7 @@ def topic_new(request: HttpRequest) -> HttpResponse:
             return redirect("queues_admin:topic", topic.id)
     else:
         form = TopicForm(initial=new_topic_initial(request))
-    context = page_context(request, "New topic", form=form, expression_check_url=expression_check_url(),
+    context = page_context(request, "New topic", nav="topics", form=form, expression_check_url=expression_check_url(),
                            topics_url=reverse("queues_admin:topics"))
     return render(request, "queues/topic_new.html", context)
 
@@ -609,8 +593,7 @@ def new_topic_initial(request: HttpRequest) -> dict:
 
 
 def expression_check_url() -> str:
-    # The management API's route has no URL name (queues/api/manage_urls.py).
-    return get_script_prefix() + "manage/v1/expressions/check/"
+    return reverse("manage-expression-check")
 
 
 @staff_page
@@ -634,7 +617,10 @@ def topic_tester(request: HttpRequest, topic_id: int) -> HttpResponse:
     verdict = None
     if tester.is_valid():
         data = tester.cleaned_data
-        verdict = check_expression(data["expression"], data["status"], data["body"])
+        if data["expression"].strip():
+            verdict = check_expression(data["expression"], data["status"], data["body"])
+        else:  # no expression: only the status decides
+            verdict = {"valid": True, "error": None, "retry": False}
     return render(request, "queues/topic.html", topic_context(request, topic, tester=tester, verdict=verdict))
 
 
@@ -682,7 +668,7 @@ def topic_context(request: HttpRequest, topic: Topic, form: TopicForm | None = N
     recent, summary_error = read_or_error(inspect.attempts, topic.id, limit=SUMMARY_ATTEMPTS)
     ref = QueueRef(topic.pool, topic.namespace.name, topic.queue)
     return page_context(
-        request, f"Topic {ref.name}",
+        request, f"Topic {ref.name}", nav="topics",
         topic=topic, form=form or TopicForm(instance=topic),
         tester=tester or ExpressionTesterForm(initial={"expression": topic.retry_expression, "status": 200}),
         verdict=verdict, filters=filters if request.GET else AttemptFilterForm(),

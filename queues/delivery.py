@@ -120,7 +120,7 @@ _local = threading.local()
 
 
 class _Deadline:
-    __slots__ = ("at", "sock", "expired", "done")
+    __slots__ = ("at", "done", "expired", "sock")
 
     def __init__(self, at: float) -> None:
         self.at, self.sock, self.expired, self.done = at, None, False, False
@@ -190,6 +190,10 @@ def _session() -> requests.Session:
     session = getattr(_local, "session", None)
     if session is None:
         session = requests.Session()
+        # No HTTP(S)_PROXY / NO_PROXY / .netrc from the environment: through a
+        # proxy the connected peer is the proxy, and the SSRF guard below would
+        # check the wrong address (and urllib3's proxy pools skip it entirely).
+        session.trust_env = False
         adapter = _GuardedAdapter(pool_connections=64, pool_maxsize=64, max_retries=0)
         session.mount("http://", adapter)
         session.mount("https://", adapter)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import fcntl
 import logging
+import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -93,8 +95,16 @@ def _start(directory: Path) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     while not _is_running():
         if time.monotonic() > deadline:
+            _kill_from_pidfile(directory / "redis.pid")  # never leave a half-started server behind
             raise RuntimeError(f"embedded Redis did not start; see {directory / 'redis.log'}")
         time.sleep(0.05)
+
+
+def _kill_from_pidfile(pidfile: Path) -> None:
+    try:
+        os.kill(int(pidfile.read_text().strip()), signal.SIGKILL)
+    except (OSError, ValueError):
+        pass  # no pid file, or the process is already gone
 
 
 def stop() -> None:

@@ -52,6 +52,7 @@ class ReleaseCode(IntEnum):
 
 
 class JobState(IntEnum):
+    UNREADABLE = -2  # peek of a job whose stored bytes do not decode (body = the raw bytes)
     GONE = -1     # peek of a ready entry whose job has expired
     DELAYED = 0
     READY = 1
@@ -110,6 +111,11 @@ class Engine:
     def __init__(self, pool: str = pools.DEFAULT_POOL, client: redis.Redis | None = None) -> None:
         self.pool = pool
         self.client = client if client is not None else pools.client(pool)
+        connection_kwargs = getattr(getattr(self.client, "connection_pool", None), "connection_kwargs", {})
+        self.db = int(connection_kwargs.get("db", 0))
+
+    def ready_channel(self, ns: str, q: str) -> str:
+        return keys.ready_channel(self.db, ns, q)
 
     # -- helpers ---------------------------------------------------------------
     def _run(self, name: str, ns: str, q: str, args: list, extra_keys: tuple = ()):
@@ -135,7 +141,7 @@ class Engine:
         ids = [ulid.new_job_id(delay_s, versioned, now) for _ in bodies]
         args: list = [now, delay_s * 1000, ttl_s, tries, priority, content_type,
                       json.dumps(attributes, separators=(",", ":")) if attributes else "",
-                      keys.ready_channel(ns, q), IDEMPOTENCY_WINDOW_S]
+                      self.ready_channel(ns, q), IDEMPOTENCY_WINDOW_S]
         for job_id, body in zip(ids, bodies):
             args += [job_id, body]
         extra = (keys.idempotency(ns, q, idempotency_key),) if idempotency_key else ()
@@ -182,7 +188,7 @@ class Engine:
         if result.jobs or timeout_s <= 0:
             return result
         deadline = time.monotonic() + timeout_s
-        channels = [keys.ready_channel(ns, q) for q in queues]
+        channels = [self.ready_channel(ns, q) for q in queues]
         with wakeup.listener(self.pool, self.client).waiting(channels) as event:
             while True:
                 result = self.consume(ns, queues, ttr_s=ttr_s, count=count)
@@ -199,7 +205,7 @@ class Engine:
     def release(self, ns: str, q: str, job_id: str, *, delay_s: float = 0, give_try_back: bool = True,
                 now: int | None = None) -> None:
         now = now_ms() if now is None else now
-        code, due = self._run("release", ns, q, [now, job_id, int(delay_s * 1000), keys.ready_channel(ns, q),
+        code, due = self._run("release", ns, q, [now, job_id, int(delay_s * 1000), self.ready_channel(ns, q),
                                                  1 if give_try_back else 0])
         if code == ReleaseCode.NOT_IN_FLIGHT:
             raise JobNotFound(job_id)
@@ -235,7 +241,7 @@ class Engine:
 
     def _respawn(self, ns: str, q: str, ttl_s: int, selector: list, now: int | None) -> int:
         now = now_ms() if now is None else now
-        count, due = self._run("respawn", ns, q, [now, ttl_s, keys.ready_channel(ns, q), *selector])
+        count, due = self._run("respawn", ns, q, [now, ttl_s, self.ready_channel(ns, q), *selector])
         self._lower_index(ns, q, due)
         return count
 
@@ -284,7 +290,7 @@ class Engine:
     def resume(self, ns: str, q: str) -> None:
         self.client.hdel(keys.meta(ns, q), "paused", "paused_at_ms", "paused_by")
         # Long polls waiting on the queue retry at once.
-        self.client.publish(keys.ready_channel(ns, q), 0)
+        self.client.publish(self.ready_channel(ns, q), 0)
 
     # -- push delivery's attempt log ------------------------------------------------------
     def log_attempt(self, topic_id: int, record: dict[str, str], max_entries: int) -> None:
@@ -344,7 +350,7 @@ class Engine:
         queues = [keys.split_member(m) for m in members]
         pipe = self.client.pipeline(transaction=False)
         for ns, q in queues:
-            script("pump")(keys=keys.queue_keys(ns, q), args=[now, PUMP_JOB_LIMIT, keys.ready_channel(ns, q)],
+            script("pump")(keys=keys.queue_keys(ns, q), args=[now, PUMP_JOB_LIMIT, self.ready_channel(ns, q)],
                            client=pipe)
         reports = pipe.execute()
         settled: dict[str, int] = {}

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 import redis
 
 from queues import keys, pools
-from queues.engine import Job, now_ms, parse_jobs
+from queues.engine import Job, JobState, now_ms, parse_jobs
 from queues.scripts import script
 
 
@@ -259,7 +259,7 @@ def readable_jobs(pool: str, ns: str, q: str, job_ids: list[str], missing: str |
     is peeked alone so only the bad ones show as unreadable. An id whose job is
     gone is left out, or listed with the error `missing` when that is given."""
     try:
-        found = {job.id: JobRow(job.id, job) for job in peek_jobs(pool, ns, q, job_ids)}
+        found = {job.id: _job_row(job) for job in peek_jobs(pool, ns, q, job_ids)}
     except UNREADABLE_ERRORS:
         found = {}
         for job_id in job_ids:
@@ -269,7 +269,7 @@ def readable_jobs(pool: str, ns: str, q: str, job_ids: list[str], missing: str |
                 found[job_id] = JobRow(job_id, None, f"unreadable: {exc}")
                 continue
             if job is not None:
-                found[job_id] = JobRow(job_id, job)
+                found[job_id] = _job_row(job)
     rows = []
     for job_id in job_ids:
         if job_id in found:
@@ -279,10 +279,17 @@ def readable_jobs(pool: str, ns: str, q: str, job_ids: list[str], missing: str |
     return rows
 
 
+def _job_row(job: Job) -> JobRow:
+    if job.state == JobState.UNREADABLE:
+        return JobRow(job.id, None, f"unreadable: {len(job.body)} stored bytes do not decode as a job")
+    return JobRow(job.id, job)
+
+
 def ready_rows(pool: str, ns: str, q: str, limit: int) -> list[JobRow]:
     """The next `limit` ready jobs in consume order (priority, then FIFO)."""
     ids = [i.decode("utf-8", "replace") for i in _client(pool).zrange(keys.ready(ns, q), 0, limit - 1)]
-    return readable_jobs(pool, ns, q, ids)
+    # A ready entry whose job does not decode (or has just expired) is listed, not hidden.
+    return readable_jobs(pool, ns, q, ids, missing="unreadable: no readable job data")
 
 
 def dead_rows(pool: str, ns: str, q: str, offset: int, limit: int) -> tuple[int, list[JobRow]]:
@@ -358,19 +365,15 @@ class QueueMetrics:
 
 
 def queue_metrics(pool: str, queues: list[tuple[str, str]]) -> list[QueueMetrics]:
-    """Depths, pause flag and totals of `queues` in one pipeline (callers pass
-    bounded batches, so the pipeline's answer stays small)."""
+    """Depths, pause flag and totals of `queues`: one lua/counts.lua call per
+    queue, in one pipeline (callers pass bounded batches, so the answer stays small)."""
     pipe = _client(pool).pipeline(transaction=False)
     for ns, q in queues:
-        for key in (keys.ready(ns, q), keys.delayed(ns, q), keys.inflight(ns, q), keys.dead(ns, q)):
-            pipe.zcard(key)
-        pipe.hmget(keys.meta(ns, q), "paused", *TOTAL_FIELDS)
-    answers = pipe.execute()
+        script("counts")(keys=keys.queue_keys(ns, q), args=TOTAL_FIELDS, client=pipe)
     found = []
-    for i, (ns, q) in enumerate(queues):
-        ready, delayed, inflight, dead, meta = answers[i * 5:i * 5 + 5]
-        totals = tuple(int(value or 0) for value in meta[1:])
-        found.append(QueueMetrics(ns, q, ready, delayed, inflight, dead, meta[0] is not None, totals))
+    for (ns, q), (ready, delayed, inflight, dead, paused, *totals) in zip(queues, pipe.execute(), strict=True):
+        found.append(QueueMetrics(ns, q, ready, delayed, inflight, dead, paused == 1,
+                                  tuple(int(value or 0) for value in totals)))
     return found
 
 
@@ -433,9 +436,70 @@ def auth_failures_per_minute(minutes: int, now: int | None = None,
     for minute in wanted:
         pipe.get(keys.auth_failures_minute(minute))
     counts = pipe.execute() if wanted else []
-    return [(minute, int(count or 0)) for minute, count in zip(wanted, counts)]
+    return [(minute, int(count or 0)) for minute, count in zip(wanted, counts, strict=True)]
 
 
 def auth_failures_in_last(minutes: int, now: int | None = None, pool: str = pools.DEFAULT_POOL) -> int:
     """401s of the token authentication in the current minute and the `minutes` - 1 before it."""
     return sum(count for _, count in auth_failures_per_minute(minutes, now, pool))
+
+
+# -- alert rules (queues/alerts.py): what the evaluator reads -------------------------------
+def pool_error(pool: str) -> str | None:
+    """Why the pool cannot be reached (a failed PING), or None when it answers."""
+    try:
+        _client(pool).ping()
+    except (redis.RedisError, OSError) as exc:
+        return str(exc) or type(exc).__name__
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerActivity:
+    namespace: str
+    queue: str
+    ready: int
+    last_consume_ms: int | None   # None: never consumed
+    created_ms: int | None        # first publish (lua/publish.lua)
+    paused: bool
+
+
+def consumer_activity(pool: str, queues: list[tuple[str, str]]) -> list[ConsumerActivity]:
+    """Ready count, last consume and pause flag of `queues` in one pipeline
+    (consume.lua stamps last_consume_ms whenever it leases a job)."""
+    pipe = _client(pool).pipeline(transaction=False)
+    for ns, q in queues:
+        pipe.zcard(keys.ready(ns, q))
+        pipe.hmget(keys.meta(ns, q), "last_consume_ms", "created_ms", "paused")
+    answers = pipe.execute()
+    found = []
+    for i, (ns, q) in enumerate(queues):
+        ready, (last_consume, created, paused) = answers[i * 2:i * 2 + 2]
+        found.append(ConsumerActivity(ns, q, ready, _optional_int(last_consume), _optional_int(created),
+                                      paused is not None))
+    return found
+
+
+def _optional_int(value: bytes | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+ATTEMPT_PAGE = 1000
+
+
+def attempts_between(topic_id: int, start_ms: int, end_ms: int, pool: str = pools.DEFAULT_POOL) -> list[dict]:
+    """A topic's attempts logged from `start_ms` to `end_ms` inclusive, oldest first.
+    The log's entry ids are Redis timestamps, so a window is an XRANGE; the log is
+    capped (LMSTFY_ATTEMPT_LOG_MAX), which bounds this read."""
+    found: list[dict] = []
+    low: str = str(start_ms)
+    client = _client(pool)
+    while True:
+        page = client.xrange(keys.attempt_log(topic_id), min=low, max=str(end_ms), count=ATTEMPT_PAGE)
+        found += [{k.decode(): v.decode("utf-8", "replace") for k, v in fields.items()} for _, fields in page]
+        if len(page) < ATTEMPT_PAGE:
+            return found
+        low = "(" + page[-1][0].decode()

@@ -48,8 +48,10 @@ def queue_keys(ns: str, q: str) -> list[str]:
     return [jobs(ns, q), ready(ns, q), delayed(ns, q), inflight(ns, q), expiry(ns, q), dead(ns, q), meta(ns, q)]
 
 
-def ready_channel(ns: str, q: str) -> str:  # pub/sub channel: "jobs became ready" (wakes long polls)
-    return f"lq:ready:{ns}/{q}"
+def ready_channel(db: int, ns: str, q: str) -> str:  # pub/sub channel: "jobs became ready" (wakes long polls)
+    # Pub/sub is server-wide, not per database: the DB number keeps two deployments
+    # sharing one Redis server from waking each other's consumers.
+    return f"lq:ready:{db}:{ns}/{q}"
 
 
 TIMER_INDEX = "lmstfy:timers"     # zset: "ns/q" -> earliest due time (ms) of its delayed/inflight/expiry sets

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core.validators import MaxLengthValidator, MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from queues import validators
 
@@ -165,8 +166,9 @@ class Schedule(models.Model):
     recent_fires = models.JSONField(default=list, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
-    # Written only by the scheduler's claims: an edit never writes them back, because a
-    # stale copy (read before a claim, saved after it) would re-open a tick already fired.
+    # Written by the scheduler's claims. An edit writes none of them back (a stale copy, read
+    # before a claim and saved after it, would re-open a tick already fired), except
+    # next_fire_at when the edit changed the timing.
     SCHEDULER_FIELDS = ("next_fire_at", "last_fired_at", "recent_fires")
 
     class Meta:
@@ -178,12 +180,17 @@ class Schedule(models.Model):
 
     def save(self, *args, **kwargs) -> None:
         """A new schedule, or one whose spec, timezone or enabled flag changed, gets
-        its next tick from now; other edits leave the scheduler's fields alone."""
+        its next tick from now; no edit writes the scheduler's other fields."""
         from queues import scheduler
 
-        if not scheduler.reschedule_on_save(self) and kwargs.get("update_fields") is None:
-            kwargs["update_fields"] = [field.name for field in self._meta.concrete_fields
-                                       if not field.primary_key and field.name not in self.SCHEDULER_FIELDS]
+        editing = not self._state.adding
+        rescheduled = scheduler.reschedule_on_save(self)
+        if editing:
+            fields = kwargs.get("update_fields")
+            if fields is None:
+                fields = [field.name for field in self._meta.concrete_fields
+                          if not field.primary_key and field.name not in self.SCHEDULER_FIELDS]
+            kwargs["update_fields"] = {*fields, "next_fire_at"} if rescheduled else fields
         super().save(*args, **kwargs)
 
 
@@ -204,12 +211,18 @@ class AlertRule(models.Model):
     kind = models.CharField(max_length=32, choices=Kind.choices)
     namespace = models.ForeignKey(Namespace, null=True, blank=True, on_delete=models.CASCADE,
                                   related_name="alert_rules")
-    queue_pattern = models.CharField(max_length=255, default="*", blank=True)
-    threshold = models.FloatField(default=0)
-    window_s = models.PositiveIntegerField(default=300)
+    queue_pattern = models.CharField(max_length=255, default="*", blank=True,
+                                     help_text="A glob (fnmatch) over queue names; empty or * is every queue.")
+    threshold = models.FloatField(default=0, validators=[MinValueValidator(0)], help_text=(
+        "Per kind: backlog_above / deadletter_above: jobs; delivery_exhausted / auth_failures_above: "
+        "count in the window; delivery_failure_rate: a fraction 0..1 of failed attempts in the window; "
+        "consumer_idle: minutes; schedule_missed: seconds late; redis_down: unused."))
+    window_s = models.PositiveIntegerField(default=300, validators=[MinValueValidator(1)])
     cooldown_s = models.PositiveIntegerField(default=900)
     emails = models.JSONField(default=list, blank=True, validators=[validators.validate_email_list])
-    webhook_url = models.URLField(max_length=2048, blank=True, default="")
+    # The same SSRF rule as topic callbacks: alert webhooks go out through delivery.send too.
+    webhook_url = models.URLField(max_length=2048, blank=True, default="",
+                                  validators=[validators.validate_callback_url])
     enabled = models.BooleanField(default=True)
     # Evaluation state, kept by the pumper.
     firing = models.BooleanField(default=False)
@@ -222,6 +235,9 @@ class AlertRule(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.kind})"
 
+    def clean(self) -> None:
+        validators.validate_alert_threshold(self.kind, self.threshold)
+
 
 class AlertEvent(models.Model):
     """Something an operator should hear about: a rule that fired (and when it
@@ -233,7 +249,8 @@ class AlertEvent(models.Model):
     queue = models.CharField(max_length=255, blank=True, default="")
     message = models.TextField()
     details = models.JSONField(default=dict, blank=True)
-    fired_at = models.DateTimeField(auto_now_add=True)
+    # A default, not auto_now_add: the evaluator stamps its own (injectable) clock.
+    fired_at = models.DateTimeField(default=timezone.now)
     resolved_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -241,3 +258,16 @@ class AlertEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.message}"
+
+
+class Lease(models.Model):
+    """A named duty held by one process until `expires_at` (the alert evaluator's
+    once-per-deployment claim, alerts.take_lease). In the database, not Redis:
+    the evaluator must keep running, and report, while a Redis pool is down."""
+
+    name = models.CharField(max_length=64, unique=True)
+    owner = models.CharField(max_length=255, blank=True, default="")
+    expires_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.owner or 'nobody'} until {self.expires_at:%Y-%m-%d %H:%M:%S}"

@@ -25,9 +25,9 @@ from django.core.mail import send_mail
 from django.db import close_old_connections
 from django.db import connection as db_connection
 
-from queues import delivery, keys, wakeup
+from queues import delivery, metrics, pools, wakeup
 from queues.engine import Engine, Job, JobNotFound, now_ms
-from queues.expressions import Expression, parse
+from queues.expressions import Expression, ExpressionError, parse
 from queues.models import AlertEvent, Topic
 
 log = logging.getLogger(__name__)
@@ -150,13 +150,30 @@ class TopicCache:
     def __init__(self) -> None:
         self._topics: list[TopicConfig] = []
         self._loaded_at = float("-inf")
+        self._broken: set[int] = set()   # topics already reported as unusable
 
     def active(self) -> list[TopicConfig]:
         if time.monotonic() - self._loaded_at >= TOPIC_RELOAD_S:
-            self._topics = [TopicConfig.from_model(t) for t in Topic.objects.select_related("namespace")
-                            if not t.paused]
+            self._topics = [config for config in map(self._load, Topic.objects.select_related("namespace")
+                                                     .filter(paused=False)) if config is not None]
             self._loaded_at = time.monotonic()
         return self._topics
+
+    def _load(self, topic: Topic) -> TopicConfig | None:
+        """The topic's config, or None (logged once) when a row that skipped
+        validation cannot be used: one bad topic must not stop every other."""
+        try:
+            if topic.pool not in pools.configured_urls():
+                raise pools.UnknownPool(topic.pool)
+            config = TopicConfig.from_model(topic)
+        except (ExpressionError, pools.UnknownPool) as exc:
+            if topic.id not in self._broken:
+                log.error("topic %s (%s/%s) skipped: %s: %s", topic.id, topic.namespace.name, topic.queue,
+                          type(exc).__name__, exc)
+            self._broken.add(topic.id)
+            return None
+        self._broken.discard(topic.id)
+        return config
 
 
 class Notifier:
@@ -215,6 +232,7 @@ class Notifier:
         except JobNotFound:
             log.info("job %s of topic %s was acked or removed during its delivery", job.id, topic.id)
         self.log_attempt(topic, attempt_record(job.id, attempt, response, verdict, started))
+        metrics.count_delivery(topic.id, topic.namespace, topic.queue, verdict.outcome, response.duration_ms)
         return verdict.outcome == "success"
 
     # -- helpers ----------------------------------------------------------------------------
@@ -269,7 +287,8 @@ class Notifier:
             return
         by_pool: dict[str, list[str]] = {}
         for topic in self.topics.active():
-            by_pool.setdefault(topic.pool, []).append(keys.ready_channel(topic.namespace, topic.queue))
+            channel = self.engine(topic.pool).ready_channel(topic.namespace, topic.queue)
+            by_pool.setdefault(topic.pool, []).append(channel)
         if not by_pool:
             self._seat_freed.wait(timeout_s)
             return

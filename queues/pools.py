@@ -61,9 +61,13 @@ def client(pool: str = DEFAULT_POOL) -> redis.Redis:
 
 
 def reset_clients() -> None:
-    """Forget every client (tests that change LMSTFY_POOLS)."""
+    """Forget every client, and stop the wake-up listeners using them (tests that
+    change LMSTFY_POOLS)."""
+    from queues import wakeup
+
     with _lock:
         _clients.clear()
+    wakeup.reset()
 
 
 def _connect(url: str) -> redis.Redis:

@@ -24,7 +24,7 @@ due ticks were *missed* (the pumper was down or stalled):
 - `once`: as skip, but when a pass finds missed ticks and no on-time tick, it
   fires one job for all of them.
 Either way the schedule then continues from its first tick after now, so a
-restart after an outage fires at most ON_TIME_FLOOR_S/period + 1 jobs per
+restart after an outage fires at most ceil(ON_TIME_FLOOR_S / period) jobs per
 schedule (one for any period of 10 s or more): no storm.
 
 Exactly once
@@ -33,11 +33,12 @@ Each fire is one database transaction:
 1. claim: `UPDATE ... SET next_fire_at = <the next one> WHERE id = X AND
    next_fire_at = <the value read>`; 0 rows means another scheduler got there
    first, and we stop. The row lock is held until commit, so a competing claim
-   waits and then matches 0 rows (PostgreSQL re-checks the WHERE on the new row).
+   waits (as long as our publish: bounded by the Redis socket timeout) and then
+   matches 0 rows (PostgreSQL re-checks the WHERE on the new row version).
 2. publish the job to Redis with the idempotency key `schedule:<id>:<tick>`;
 3. record the fire (last_fired_at, recent_fires) and commit.
 If the publish fails (Redis down), the transaction rolls back: the tick stays
-due and the next pass retries it (or, after MISFIRE_GRACE_S, counts it missed).
+due and the next pass retries it (or, once it is no longer on time, counts it missed).
 If the publish succeeded but the commit did not (crash, lost database), the
 tick is claimed again later and the idempotency key turns the second publish
 into a no-op. The race we accept: that key lives 24 h in Redis, so a duplicate
@@ -57,7 +58,7 @@ from zoneinfo import ZoneInfo
 
 import redis
 from croniter import croniter
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone as django_timezone
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ MISFIRE_GRACE_S = 60      # a tick seen later than this (or than its period) was
 ON_TIME_FLOOR_S = 10      # ...but a tick is always on time for this long
 UPCOMING_SHOWN = 5        # next_fire_times in the API and the admin page
 RECENT_FIRES_KEPT = 10
-SCHEDULES_PER_PASS = 1000
+SCHEDULES_PER_PASS = 1000  # due schedules handled per pass; the rest wait for the next (<= 1 s)
 _MAX_ON_TIME = timedelta(seconds=max(MISFIRE_GRACE_S, ON_TIME_FLOOR_S))
 _JUST_BEFORE = timedelta(microseconds=1)
 
@@ -131,6 +132,17 @@ def _is_repeated_wall_time(local: datetime, zone: ZoneInfo) -> bool:
     return wall.fold == 1 and wall.replace(fold=0).utcoffset() != wall.utcoffset()
 
 
+def upcoming_fire_times(schedule: Schedule, now: datetime, n: int = UPCOMING_SHOWN) -> list[datetime]:
+    """The next `n` ticks the scheduler will consider: next_fire_at and its successors,
+    from now on (an overdue next_fire_at — the pumper is down — is not listed).
+    A disabled schedule has none."""
+    if not schedule.enabled or schedule.next_fire_at is None:
+        return []
+    if schedule.next_fire_at >= now:
+        return [schedule.next_fire_at, *next_fire_times(schedule, schedule.next_fire_at, n - 1)][:n]
+    return next_fire_times(schedule, now - _JUST_BEFORE, n)
+
+
 def on_time_window(schedule: Schedule, tick: datetime) -> timedelta:
     """How long after `tick` firing it is still on time (see the module docstring)."""
     period = next_fire_times(schedule, tick, 1)[0] - tick
@@ -160,12 +172,11 @@ def plan_ticks(schedule: Schedule, now: datetime) -> TickPlan:
     86 400 of them)."""
     first_due = schedule.next_fire_at
     assert first_due is not None and first_due <= now
-    scan_from = max(first_due, now - _MAX_ON_TIME)
-    candidates = [first_due] if first_due == scan_from else []
-    for tick in ticks_after(schedule, scan_from - _JUST_BEFORE if not candidates else scan_from):
-        if tick > now:
-            break
-        candidates.append(tick)
+    oldest_on_time = now - _MAX_ON_TIME
+    if first_due >= oldest_on_time:
+        candidates = [first_due, *until(ticks_after(schedule, first_due), now)]
+    else:
+        candidates = list(until(ticks_after(schedule, oldest_on_time - _JUST_BEFORE), now))
     on_time = [tick for tick in candidates if now - tick < on_time_window(schedule, tick)]
     missed_since = None if on_time and on_time[0] == first_due else first_due
     fire = on_time
@@ -174,16 +185,25 @@ def plan_ticks(schedule: Schedule, now: datetime) -> TickPlan:
     return TickPlan(fire=fire, missed_since=missed_since, following=next_fire_times(schedule, now, 1)[0])
 
 
+def until(ticks: Iterator[datetime], end: datetime) -> Iterator[datetime]:
+    """The ticks up to and including `end`."""
+    for tick in ticks:
+        if tick > end:
+            return
+        yield tick
+
+
 def first_tick_from_now(schedule: Schedule, now: datetime | None = None) -> datetime:
-    """The next_fire_at of a new or rescheduled schedule (`@every` anchors at now)."""
+    """The next_fire_at of a new or rescheduled schedule. Clears the old one first,
+    so that `@every` anchors at now rather than at the old grid."""
     schedule.next_fire_at = None
     return next_fire_times(schedule, now or django_timezone.now(), 1)[0]
 
 
 def reschedule_on_save(schedule: Schedule, now: datetime | None = None) -> bool:
     """Model save hook: set next_fire_at when the schedule is new or its timing
-    changed. Returns False for an edit that leaves the timing alone: the caller
-    then saves without the scheduler's fields (see Schedule.SCHEDULER_FIELDS)."""
+    changed. Returns whether it did, so that an edit writes next_fire_at back only
+    then (see Schedule.SCHEDULER_FIELDS)."""
     if schedule._state.adding:
         if schedule.next_fire_at is None and schedule.enabled:
             schedule.next_fire_at = first_tick_from_now(schedule, now)
@@ -218,7 +238,8 @@ def fire_due_schedules(now: datetime | None = None, engines: Engines | None = No
     Returns how many jobs it published.
 
     A pool whose Redis fails is left alone for the rest of the pass (its ticks
-    stay due); database errors propagate to the command loop, which backs off."""
+    stay due); database errors propagate (Pumper.fire_schedules logs them and
+    lets the timers go on)."""
     from queues import pools
     from queues.models import Schedule
 
@@ -237,6 +258,10 @@ def fire_due_schedules(now: datetime | None = None, engines: Engines | None = No
             failing_pools.add(schedule.pool)
             log.warning("schedule %s: pool %r unavailable (%s); its ticks stay due", label(schedule),
                         schedule.pool, exc)
+        except DatabaseError:
+            raise
+        except Exception:  # one broken schedule must stop neither the others nor the pumper
+            log.exception("schedule %s: cannot fire; its ticks stay due", label(schedule))
     return published
 
 
@@ -249,8 +274,11 @@ def fire_schedule(schedule: Schedule, now: datetime, engine: Engine) -> int:
     plan = plan_ticks(schedule, now)
     expected = schedule.next_fire_at
     if not plan.fire:
-        if claim_tick(schedule.id, expected, plan.following, fired_at=None):
-            record(schedule.id, skipped_entry(plan, now))
+        with transaction.atomic():
+            claimed = claim_tick(schedule.id, expected, plan.following, fired_at=None)
+            if claimed:
+                record(schedule, skipped_entry(plan, now))
+        if claimed:
             log.warning("schedule %s: skipped the ticks missed since %s (catch_up=skip); next at %s",
                         label(schedule), plan.missed_since.isoformat(), plan.following.isoformat())
         return 0
@@ -272,7 +300,7 @@ def fire_tick(schedule: Schedule, plan: TickPlan, tick: datetime, expected: date
         if not claim_tick(schedule.id, expected, after_this, fired_at=now):
             return False
         job_id, duplicated = publish_tick(schedule, tick, now, engine)
-        record(schedule.id, fire_entry(plan, tick, now, job_id))
+        record(schedule, fire_entry(plan, tick, now, job_id))
     if duplicated:
         log.info("schedule %s: tick %s was already published as %s (an earlier attempt did not commit)",
                  label(schedule), tick.isoformat(), job_id)
@@ -319,18 +347,14 @@ def skipped_entry(plan: TickPlan, now: datetime) -> dict:
             "catch_up": False}
 
 
-def record(schedule_id: int, entry: dict) -> None:
-    """Prepend to recent_fires. Runs right after our claim: either inside the claim's
-    transaction (we hold the row lock) or for a skip, where a lost update costs
-    one history line at worst, never a job."""
-    from queues.models import Schedule
+def record(schedule: Schedule, entry: dict) -> None:
+    """Prepend `entry` to recent_fires, in the transaction of the claim that earned it.
 
-    with transaction.atomic():
-        row = Schedule.objects.select_for_update().filter(id=schedule_id).values("recent_fires").first()
-        if row is None:
-            return
-        fires = [entry, *(row["recent_fires"] or [])][:RECENT_FIRES_KEPT]
-        Schedule.objects.filter(id=schedule_id).update(recent_fires=fires)
+    No re-read: only claims write recent_fires, each with a move of next_fire_at, so
+    the history we read along with the next_fire_at our claim matched is still current
+    (and we hold the row lock until commit)."""
+    schedule.recent_fires = [entry, *(schedule.recent_fires or [])][:RECENT_FIRES_KEPT]
+    type(schedule).objects.filter(id=schedule.id).update(recent_fires=schedule.recent_fires)
 
 
 def label(schedule: Schedule) -> str:

@@ -70,30 +70,49 @@ def create_token(namespace_name: str, description: str, pool: str = "default",
     return token, plain
 
 
+def plain_value(token: Token) -> str | None:
+    """The value of a token this server generated, derived again from its stored
+    derivation and checked against its digest; None for a user-supplied token
+    (or after a SECRET_KEY change)."""
+    if not token.derivation:
+        return None
+    created_ms = ulid.timestamp_ms(token.prefix[:10] + "0" * 16) or 0
+    plain = derive_token(token.derivation, created_ms)
+    return plain if hmac.compare_digest(digest(plain), token.digest) else None
+
+
+LISTED_MARK = "…"
+
+
 def listed_value(token: Token) -> str:
-    """What GET /token/:ns shows for a token: its prefix, or (in "full" mode) a
-    generated token in full, re-derived and checked against the stored digest."""
-    if settings.LMSTFY_TOKEN_LISTING == "full" and token.derivation:
-        created_ms = ulid.timestamp_ms(token.prefix[:10] + "0" * 16) or 0
-        plain = derive_token(token.derivation, created_ms)
-        if hmac.compare_digest(digest(plain), token.digest):
-            return plain
-    return token.prefix + "…"
+    """What GET /token/:ns shows for a token: `<prefix>…<id>` (non-secret and
+    unique: two tokens may share a prefix), or in "full" mode a generated token
+    in full. Every admin route that takes a token also takes this value."""
+    plain = plain_value(token) if settings.LMSTFY_TOKEN_LISTING == "full" else None
+    return plain or f"{token.prefix}{LISTED_MARK}{token.id}"
+
+
+def find(namespace_name: str, pool: str, plain_or_listed: str) -> Token | None:
+    """The active token of the namespace and pool given by its plain value or its
+    listed value."""
+    active = Token.objects.active().filter(namespace__name=namespace_name, pool=pool)
+    prefix, mark, token_id = plain_or_listed.rpartition(LISTED_MARK)
+    if mark:
+        return active.filter(prefix=prefix, id=token_id).first() if token_id.isdigit() else None
+    return active.filter(digest=digest(plain_or_listed)).first()
+
+
+def revoke(token_ids: list[int]) -> int:
+    """Revoke tokens by id; every process refuses them within CACHE_SECONDS."""
+    revoked = Token.objects.filter(id__in=token_ids, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    cache.clear()
+    return revoked
 
 
 def revoke_token(namespace_name: str, pool: str, plain_or_listed: str) -> int:
-    """Revoke by plain token, or by the listed prefix ("01HX…"). Returns how many."""
-    tokens = Token.objects.active().filter(namespace__name=namespace_name, pool=pool)
-    if plain_or_listed.endswith("…"):
-        matches = [t for t in tokens.filter(prefix=plain_or_listed[:-1])]
-        if len(matches) != 1:
-            return 0
-        ids = [matches[0].id]
-    else:
-        ids = list(tokens.filter(digest=digest(plain_or_listed)).values_list("id", flat=True))
-    revoked = Token.objects.filter(id__in=ids).update(revoked_at=timezone.now())
-    cache.clear()
-    return revoked
+    """Revoke by plain token or listed value. Returns how many (0 or 1)."""
+    found = find(namespace_name, pool, plain_or_listed)
+    return revoke([found.id]) if found else 0
 
 
 @dataclass(frozen=True)

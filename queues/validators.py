@@ -77,10 +77,14 @@ def validate_schedule_spec(value: str) -> None:
         if parse_every(value) is None:
             raise ValidationError("use '@every <n>s', '@every <n>m' or '@every <n>h' with n >= 1")
         return
-    from croniter import croniter
+    from croniter import CroniterBadDateError, croniter
 
     if len(value.split()) != 5 or not croniter.is_valid(value):
         raise ValidationError("not a 5-field cron expression (minute hour day month weekday)")
+    try:
+        croniter(value).get_next()
+    except CroniterBadDateError:  # valid fields that never meet, like "0 0 31 2 *"
+        raise ValidationError("this cron expression never fires") from None
 
 
 def validate_timezone(value: str) -> None:
@@ -90,3 +94,9 @@ def validate_timezone(value: str) -> None:
         ZoneInfo(value)
     except (ZoneInfoNotFoundError, ValueError):
         raise ValidationError(f"unknown IANA time zone {value!r}") from None
+
+
+def validate_alert_threshold(kind: str, threshold: float) -> None:
+    """delivery_failure_rate compares a share of failed attempts: a fraction, not a percent."""
+    if kind == "delivery_failure_rate" and not 0 <= threshold <= 1:
+        raise ValidationError({"threshold": "delivery_failure_rate takes a fraction between 0 and 1 (0.2 = 20 %)"})

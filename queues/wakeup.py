@@ -34,6 +34,7 @@ class Listener:
         self._confirmed: dict[str, threading.Event] = {}
         self._idle_since: dict[str, float] = {}
         self._requests: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lmstfy-wakeup", daemon=True)
         self._thread.start()
 
@@ -61,22 +62,29 @@ class Listener:
                     if not self._waiters[channel]:
                         self._idle_since[channel] = time.monotonic()
 
+    def stop(self) -> None:
+        """End the listener thread (its pool's client was replaced) and wake its waiters."""
+        self._stopped.set()
+        self._wake_everyone_and_forget_subscriptions()
+
     def _run(self) -> None:
-        while True:
+        while not self._stopped.is_set():
             pubsub = self._client.pubsub(ignore_subscribe_messages=False)
             try:
                 self._listen(pubsub)
             except redis.RedisError as exc:
+                if self._stopped.is_set():
+                    return
                 log.warning("wake-up listener lost Redis (%s); reconnecting", exc)
                 self._wake_everyone_and_forget_subscriptions()
-                time.sleep(0.5)
+                self._stopped.wait(0.5)
             finally:
                 with contextlib.suppress(Exception):
                     pubsub.close()
 
     def _listen(self, pubsub) -> None:
         pubsub.subscribe("lq:wakeup-listener")  # keeps the connection in subscribe mode
-        while True:
+        while not self._stopped.is_set():
             self._apply_requests(pubsub)
             message = pubsub.get_message(timeout=LISTEN_SLICE_S)
             if message is None:
@@ -133,3 +141,12 @@ def listener(pool: str, client: redis.Redis) -> Listener:
         if found is None:
             found = _listeners[pool] = Listener(client)
         return found
+
+
+def reset() -> None:
+    """Stop every listener (pools.reset_clients replaced the clients they use)."""
+    with _listeners_lock:
+        listeners = list(_listeners.values())
+        _listeners.clear()
+    for found in listeners:
+        found.stop()

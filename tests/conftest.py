@@ -18,6 +18,12 @@ import pytest  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
+def fast_password_hasher(settings):
+    """PBKDF2 costs ~1 s per HTTP Basic request on this machine; tests need no strength."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
 def redis_client():
     """The default pool's client, flushed before each test."""
     from queues import pools, tokens

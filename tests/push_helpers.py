@@ -105,7 +105,7 @@ class NotifierLoop:
             while not self._stop.is_set():
                 if not self.notifier.dispatch_ready():
                     self.notifier.wait_for_work(self.idle_wait_s)
-        except BaseException as exc:  # surfaced by stop()
+        except Exception as exc:  # noqa: BLE001 - re-raised in the test thread by stop()
             self.error = exc
         finally:
             connection.close()

@@ -158,8 +158,8 @@ def _handler_for(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
             with receiver._lock:
                 receiver.connections += 1
 
-        def log_message(self, format, *args) -> None:  # noqa: A002 - keep test output quiet
-            pass
+        def log_message(self, format, *args) -> None:
+            pass  # keep test output quiet
 
         def _handle(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)

@@ -3,6 +3,7 @@ names (400), then the pool (404), then the token (401) (lmstfy-api.md §1.0)."""
 from __future__ import annotations
 
 import pytest
+import redis
 from rest_framework.test import APIClient
 
 from queues import inspect, tokens
@@ -144,7 +145,8 @@ def test_the_x_token_header_wins_over_the_query(anonymous: APIClient, token: str
 # --- pools -----------------------------------------------------------------------
 
 
-def test_a_pool_prefixed_token_routes_to_its_pool(anonymous: APIClient, second_pool, redis_client) -> None:
+def test_a_pool_prefixed_token_routes_to_its_pool(anonymous: APIClient, second_pool: redis.Redis,
+                                                  redis_client: redis.Redis) -> None:
     _, plain = tokens.create_token("ns", "second pool token", pool="second")
 
     response = publish(anonymous, HTTP_X_TOKEN=f"second:{plain}")
@@ -160,10 +162,21 @@ def test_a_pool_prefixed_token_routes_to_its_pool(anonymous: APIClient, second_p
     assert consumed.status_code == 200 and consumed.json()["msg"] == "new job"
 
 
-def test_a_token_is_valid_only_in_its_own_pool(anonymous: APIClient, second_pool, token: str) -> None:
+def test_a_token_is_valid_only_in_its_own_pool(anonymous: APIClient, second_pool: redis.Redis, token: str) -> None:
     _, second_plain = tokens.create_token("ns", "second pool token", pool="second")
     assert_error(publish(anonymous, HTTP_X_TOKEN=f"second:{token}"), 401, "invalid token")
     assert_error(publish(anonymous, HTTP_X_TOKEN=second_plain), 401, "invalid token")
+
+
+# --- wrong methods ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("method", "path"), [
+    ("post", "/api/ns/q"), ("patch", "/api/ns/q/peek"), ("post", "/api/bad.ns/q"), ("post", "/api/ns/q/size"),
+])
+def test_a_wrong_method_is_api_not_found_before_names_pool_and_token(anonymous: APIClient, method: str,
+                                                                    path: str) -> None:
+    assert_error(getattr(anonymous, method)(path, HTTP_X_TOKEN="nopool:x"), 404, "api not found")
 
 
 # --- every answer ----------------------------------------------------------------

@@ -278,6 +278,21 @@ def test_retry_after_as_an_http_date_is_read():
 
 
 # -- SSRF guard --------------------------------------------------------------------------------
+def test_proxy_environment_variables_do_not_route_callbacks_around_the_guard(private_callbacks, receiver,
+                                                                              monkeypatch):
+    """A proxy would be the connected peer: the guard could not see the real target."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY"):
+        monkeypatch.setenv(name, receiver.url(""))
+    response = send(f"http://127.0.0.1:{closed_port}/hook")
+    assert (response.status, response.error) == (None, "connection")
+    assert receiver.received() == []
+
+
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "10.1.2.3", "192.168.0.10", "172.16.5.5",
                                   "169.254.169.254", "[::1]", "0.0.0.0", "[::ffff:127.0.0.1]", "100.64.0.1"])
 def test_private_loopback_and_link_local_callbacks_are_refused_at_save(settings, host):

@@ -7,7 +7,10 @@ import json
 from urllib.parse import quote
 
 import pytest
+import redis
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
+from pytest_django import Settings
 from rest_framework.test import APIClient
 
 from queues import tokens
@@ -19,12 +22,12 @@ USER_TOKEN = "a-user-chosen-token-0123456789"
 ADMIN_ROUTES = [
     ("get", "/token/ns"), ("post", "/token/ns?description=d"), ("delete", "/token/ns/some-token"),
     ("get", "/token/ns/some-token/limit"), ("put", "/token/ns/some-token/limit"), ("get", "/limits"),
-    ("get", "/pools"), ("get", "/pools/"), ("get", "/info"),
+    ("get", "/pools"), ("get", "/pools/"), ("get", "/info"), ("get", "/metrics"),
 ]
 
 
 @pytest.fixture(autouse=True)
-def fast_password_hashing(settings) -> None:
+def fast_password_hashing(settings: Settings) -> None:
     """Every Basic request checks a password; PBKDF2 would dominate the run."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
@@ -61,14 +64,14 @@ def test_admin_routes_without_credentials_are_401_with_a_challenge(method: str, 
 
 
 @pytest.mark.parametrize(("method", "path"), ADMIN_ROUTES)
-def test_admin_routes_with_a_wrong_password_are_401(staff_user, method: str, path: str) -> None:
+def test_admin_routes_with_a_wrong_password_are_401(staff_user: User, method: str, path: str) -> None:
     response = getattr(APIClient(), method)(path, HTTP_AUTHORIZATION=basic("staff", "wrong"))
     assert response.status_code == 401
     assert response["WWW-Authenticate"].startswith("Basic")
 
 
 @pytest.mark.parametrize(("method", "path"), ADMIN_ROUTES)
-def test_admin_routes_refuse_a_user_who_is_not_staff(db, method: str, path: str) -> None:
+def test_admin_routes_refuse_a_user_who_is_not_staff(db: None, method: str, path: str) -> None:
     get_user_model().objects.create_user("plain", password="plain-password")
     response = getattr(APIClient(), method)(path, HTTP_AUTHORIZATION=basic("plain", "plain-password"))
     assert response.status_code == 403
@@ -82,13 +85,13 @@ def test_a_staff_user_may_use_http_basic(admin_api: APIClient) -> None:
         "tokens": {tokens.listed_value(Token.objects.get()): "by basic"}}
 
 
-def test_http_basic_needs_no_csrf_token(staff_user) -> None:
+def test_http_basic_needs_no_csrf_token(staff_user: User) -> None:
     client = APIClient(enforce_csrf_checks=True)
     client.credentials(HTTP_AUTHORIZATION=basic("staff", "staff-password"))
     assert create_token(client, "description=d").status_code == 201
 
 
-def test_a_staff_session_may_read_and_must_send_the_csrf_token_to_write(staff_user) -> None:
+def test_a_staff_session_may_read_and_must_send_the_csrf_token_to_write(staff_user: User) -> None:
     client = APIClient(enforce_csrf_checks=True)
     client.get("/admin/login/")  # the login page sets the CSRF cookie
     csrf_token = client.cookies["csrftoken"].value
@@ -105,7 +108,7 @@ def test_a_staff_session_may_read_and_must_send_the_csrf_token_to_write(staff_us
     assert Token.objects.get().created_by == staff_user
 
 
-def test_a_session_of_a_user_who_is_not_staff_is_refused(db) -> None:
+def test_a_session_of_a_user_who_is_not_staff_is_refused(db: None) -> None:
     client = APIClient()
     client.force_login(get_user_model().objects.create_user("plain", password="plain-password"))
     assert client.get("/pools").status_code == 403
@@ -186,7 +189,8 @@ def test_the_same_user_token_may_serve_two_namespaces(admin_api: APIClient) -> N
     assert can_publish(USER_TOKEN, "ns") and can_publish(USER_TOKEN, "other")
 
 
-def test_a_token_of_another_pool_is_answered_with_its_pool_prefix(admin_api: APIClient, second_pool) -> None:
+def test_a_token_of_another_pool_is_answered_with_its_pool_prefix(admin_api: APIClient,
+                                                              second_pool: redis.Redis) -> None:
     generated = create_token(admin_api, "description=d&pool=second")
     assert generated.status_code == 201
     pool, _, plain = generated.json()["token"].partition(":")
@@ -209,17 +213,18 @@ def test_listing_a_namespace_without_tokens_is_empty(admin_api: APIClient) -> No
     assert response.json() == {"tokens": {}}
 
 
-def test_listing_shows_the_tokens_of_one_namespace_and_pool(admin_api: APIClient, second_pool) -> None:
+def test_listing_shows_the_tokens_of_one_namespace_and_pool(admin_api: APIClient, second_pool: redis.Redis) -> None:
     tokens.create_token("ns", "mine", user_token=USER_TOKEN)
     tokens.create_token("other", "not mine")
     tokens.create_token("ns", "other pool", pool="second")
 
-    assert admin_api.get("/token/ns").json() == {"tokens": {USER_TOKEN[:6] + "…": "mine"}}
+    mine = Token.objects.get(description="mine")
+    assert admin_api.get("/token/ns").json() == {"tokens": {f"{USER_TOKEN[:6]}…{mine.id}": "mine"}}
     listed_second = admin_api.get("/token/ns?pool=second").json()["tokens"]
     assert list(listed_second.values()) == ["other pool"]
     assert next(iter(listed_second)).startswith("second:")
     # As upstream: a pool query, even "default", prefixes the keys.
-    assert admin_api.get("/token/ns?pool=default").json() == {"tokens": {f"default:{USER_TOKEN[:6]}…": "mine"}}
+    assert admin_api.get("/token/ns?pool=default").json() == {"tokens": {f"default:{USER_TOKEN[:6]}…{mine.id}": "mine"}}
 
 
 def test_listing_an_unknown_pool_is_400(admin_api: APIClient) -> None:
@@ -243,13 +248,25 @@ def test_deleting_a_token_answers_204_and_the_token_stops_working(admin_api: API
 def test_a_token_may_be_deleted_by_its_listed_prefix(admin_api: APIClient) -> None:
     plain = create_token(admin_api, "description=d").json()["token"]
     listed = next(iter(admin_api.get("/token/ns").json()["tokens"]))
-    assert listed.endswith("…") and plain not in listed
+    assert "…" in listed and plain not in listed
 
     assert admin_api.delete("/token/ns/" + quote(listed)).status_code == 204
     assert not can_publish(plain)
 
 
-def test_a_token_of_another_pool_is_deleted_with_its_prefix(admin_api: APIClient, second_pool) -> None:
+def test_tokens_sharing_a_prefix_are_both_listed_and_deleted_one_at_a_time(admin_api: APIClient) -> None:
+    first, second = "shared-prefix-token-number-1", "shared-prefix-token-number-2"
+    for value in (first, second):
+        assert create_token(admin_api, f"description={value[-1]}&token={value}").status_code == 201
+    listed = admin_api.get("/token/ns").json()["tokens"]
+    assert sorted(listed.values()) == ["1", "2"]
+
+    by_description = {description: key for key, description in listed.items()}
+    assert admin_api.delete("/token/ns/" + quote(by_description["1"])).status_code == 204
+    assert not can_publish(first) and can_publish(second)
+
+
+def test_a_token_of_another_pool_is_deleted_with_its_prefix(admin_api: APIClient, second_pool: redis.Redis) -> None:
     prefixed = create_token(admin_api, "description=d&pool=second").json()["token"]
     assert admin_api.delete(f"/token/ns/{prefixed}").status_code == 204
     assert not can_publish(prefixed)
@@ -275,7 +292,7 @@ def test_pools_lists_the_configured_pools(admin_api: APIClient) -> None:
     assert admin_api.get("/pools/").json() == ["default"]
 
 
-def test_pools_lists_every_configured_pool(admin_api: APIClient, second_pool) -> None:
+def test_pools_lists_every_configured_pool(admin_api: APIClient, second_pool: redis.Redis) -> None:
     assert admin_api.get("/pools").json() == ["default", "second"]
 
 
@@ -291,7 +308,7 @@ def test_info_maps_namespaces_to_their_queues_after_a_publish(admin_api: APIClie
     assert response.content.decode() == json.dumps(response.json(), indent=4)
 
 
-def test_info_of_another_pool_shows_only_its_queues(admin_api: APIClient, second_pool) -> None:
+def test_info_of_another_pool_shows_only_its_queues(admin_api: APIClient, second_pool: redis.Redis) -> None:
     _, plain = tokens.create_token("ns", "d", pool="second")
     assert can_publish(f"second:{plain}")
     assert admin_api.get("/info?pool=second").json() == {"ns": ["q"]}

@@ -12,14 +12,23 @@ from pathlib import Path
 
 import pytest
 from django.core import mail
+from django.core.management import call_command
 from django.db import connection
 
 from queues import delivery, inspect, keys
 from queues.engine import JobState, now_ms
 from queues.models import AlertEvent, Topic
 from queues.notifier import RESPONSE_LOG_BYTES, Notifier, TopicConfig, backoff_delay_s, judge
-from tests.push_helpers import (POOL, NotifierLoop, config, delayed_due_ms, deliver_ready, job_state, make_topic,
-                                wait_until)
+from tests.push_helpers import (
+    POOL,
+    NotifierLoop,
+    config,
+    delayed_due_ms,
+    deliver_ready,
+    job_state,
+    make_topic,
+    wait_until,
+)
 from tests.receiver import Reply
 
 pytestmark = pytest.mark.django_db
@@ -363,6 +372,20 @@ def test_only_queues_with_a_topic_are_delivered(private_callbacks, receiver, nam
     assert job_state(other, queue="pulled").state == JobState.READY
 
 
+def test_a_topic_that_skipped_validation_does_not_stop_the_others(
+        private_callbacks, receiver, namespace, engine, notifier):
+    # Rows written past the validators (ORM, an older parser, a pool since removed).
+    Topic.objects.create(namespace=namespace, queue="broken", callback_url=receiver.url(),
+                         retry_expression="{res.code} ==")
+    Topic.objects.create(namespace=namespace, queue="gone", callback_url=receiver.url(), pool="removed")
+    make_topic(namespace, receiver, queue="fine")
+    for queue in ("broken", "gone", "fine"):
+        publish(engine, queue=queue)
+    assert deliver_ready(notifier)
+    assert [r.header("X-Lmstfy-Queue") for r in receiver.received()] == ["fine"]
+    assert [t.queue for t in notifier.topics.active()] == ["fine"]
+
+
 # -- a running notifier -------------------------------------------------------------------------
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
@@ -491,9 +514,9 @@ def command_env(**extra: str) -> dict[str, str]:
 
 
 def start_notifier(tmp_path: Path, name: str, **env: str) -> subprocess.Popen:
-    log = open(tmp_path / f"{name}.log", "wb")
-    return subprocess.Popen([sys.executable, "manage.py", "notifier", "--threads", "4"], cwd=REPO,
-                            env=command_env(**env), stdout=log, stderr=subprocess.STDOUT)
+    with open(tmp_path / f"{name}.log", "wb") as log:   # the child keeps its own copy of the descriptor
+        return subprocess.Popen([sys.executable, "manage.py", "notifier", "--threads", "4"], cwd=REPO,
+                                env=command_env(**env), stdout=log, stderr=subprocess.STDOUT)
 
 
 def stop(process: subprocess.Popen) -> None:
@@ -581,12 +604,10 @@ def test_sigterm_leaves_deliveries_past_the_grace_period_to_their_lease(
     assert job_state(job_id).state == JobState.INFLIGHT   # its lease brings it back
 
 
-def test_once_runs_one_pass_and_exits(private_callbacks, receiver, namespace, engine, tmp_path):
-    # The command's --once flag uses the same database connection in-process.
-    from django.core.management import call_command
-
+def test_once_delivers_everything_ready_then_exits(private_callbacks, receiver, namespace, engine):
+    # More jobs than delivery threads: one pass is not one batch of seats.
     make_topic(namespace, receiver)
-    ids = engine.publish("ns", "q", [b"a", b"b", b"c"]).job_ids
+    ids = engine.publish("ns", "q", [b"a", b"b", b"c", b"d", b"e"]).job_ids
     call_command("notifier", "--once", "--threads", "2")
     assert sorted(r.header("X-Lmstfy-Job-Id") for r in receiver.received()) == sorted(ids)
     assert all(job_state(job_id) is None for job_id in ids)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 from django.conf import settings
+from django.db import connection
 
 from queues import engine as engine_module
 from queues import keys, scripts
@@ -63,7 +64,7 @@ def seed_idle_queues(engine: Engine, count: int) -> None:
     for i in range(count):
         scripts.script("publish")(
             keys=keys.queue_keys("idle", f"q{i}"), client=pipe,
-            args=[T0, 3_600_000, 0, 1, 0, "", "", keys.ready_channel("idle", f"q{i}"), 60, f"J{i}", b"x"])
+            args=[T0, 3_600_000, 0, 1, 0, "", "", keys.ready_channel(0, "idle", f"q{i}"), 60, f"J{i}", b"x"])
         pipe.zadd(keys.TIMER_INDEX, {keys.queue_member("idle", f"q{i}"): T0 + 3_600_000}, lt=True)
     pipe.execute()
 
@@ -240,12 +241,20 @@ def test_seconds_until_due_follows_the_earliest_timer(engine: Engine, redis_clie
 
 
 def manage_env(**overrides: str) -> dict[str, str]:
+    """This run's environment for a `manage.py` subprocess, on the test database
+    (the pumper's scheduler and alert duties read it; `transactional_db` makes it
+    exist and cleans what the subprocess writes)."""
     env = env_with(**overrides)
     env.pop("LMSTFY_POOLS", None)
+    if connection.vendor == "postgresql":
+        db = connection.settings_dict
+        env["DATABASE_URL"] = (f"postgres://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST'] or '127.0.0.1'}:"
+                               f"{db['PORT'] or 5432}/{db['NAME']}")
     return env
 
 
-def test_the_pumper_command_runs_one_pass_with_once(engine: Engine, redis_client: redis.Redis) -> None:
+def test_the_pumper_command_runs_one_pass_with_once(engine: Engine, redis_client: redis.Redis,
+                                                    transactional_db) -> None:
     now = now_ms()
     [job_id] = engine.publish("ns", "q", [b"x"], delay_s=1, ttl_s=0, now=now - 5_000).job_ids
     engine.publish("ns", "later", [b"x"], delay_s=3600, ttl_s=0, now=now)
@@ -259,8 +268,8 @@ def test_the_pumper_command_runs_one_pass_with_once(engine: Engine, redis_client
     assert queue_state(redis_client, "ns", "later")["ready"] == []
 
 
-def wait_until(condition, timeout_s: float) -> float:
-    """Poll `condition` (real time: a separate process moves the jobs); return the wait."""
+def wait_until(condition, timeout_s: float, process: subprocess.Popen) -> float:
+    """Poll `condition` (real time: `process` moves the jobs); return the wait."""
     start = time.monotonic()
     while True:
         try:
@@ -268,13 +277,15 @@ def wait_until(condition, timeout_s: float) -> float:
                 return time.monotonic() - start
         except redis.ConnectionError:
             pass
+        assert process.poll() is None, f"the pumper exited with {process.returncode}"
         if time.monotonic() - start > timeout_s:
             raise AssertionError(f"not within {timeout_s}s")
         time.sleep(0.05)
 
 
 @pytest.mark.slow
-def test_the_pumper_command_survives_a_redis_outage_and_resumes(scratch_redis: ScratchRedis) -> None:
+def test_the_pumper_command_survives_a_redis_outage_and_resumes(scratch_redis: ScratchRedis,
+                                                                transactional_db) -> None:
     engine = Engine(pool="scratch", client=scratch_redis.client())
     process = subprocess.Popen([sys.executable, str(MANAGE_PY), "pumper"], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True,
@@ -282,14 +293,14 @@ def test_the_pumper_command_survives_a_redis_outage_and_resumes(scratch_redis: S
     try:
         [before] = engine.publish("ns", "q", [b"before"], delay_s=1, ttl_s=0).job_ids
         # Real time from here: the pumper is a separate process (its start-up included).
-        wait_until(lambda: engine.client.zscore(keys.ready("ns", "q"), before) is not None, 60)
+        wait_until(lambda: engine.client.zscore(keys.ready("ns", "q"), before) is not None, 60, process)
 
         scratch_redis.kill()
         time.sleep(1.5)  # the pumper meets the outage and backs off
         assert process.poll() is None
         scratch_redis.start()
         [after] = engine.publish("ns", "q", [b"after"], delay_s=1, ttl_s=0).job_ids
-        waited = wait_until(lambda: engine.client.zscore(keys.ready("ns", "q"), after) is not None, 30)
+        waited = wait_until(lambda: engine.client.zscore(keys.ready("ns", "q"), after) is not None, 30, process)
         print(f"after the outage, a job due 1 s after its publish was ready after {waited:.2f}s")
 
         assert engine.client.zrange(keys.ready("ns", "q"), 0, -1) == [before.encode(), after.encode()]

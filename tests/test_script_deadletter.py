@@ -51,7 +51,12 @@ def test_respawn_works_through_the_dead_letter_in_bounded_batches(engine: Engine
     ids = seed_dead(redis_client, 7)
     calls: list[list] = []
     run = engine._run
-    monkeypatch.setattr(engine, "_run", lambda name, ns, q, args, extra=(): calls.append(args) or run(name, ns, q, args, extra))
+
+    def spy(name: str, ns: str, q: str, args: list, extra: tuple = ()):
+        calls.append(args)
+        return run(name, ns, q, args, extra)
+
+    monkeypatch.setattr(engine, "_run", spy)
 
     assert engine.respawn("ns", "q", limit=5, ttl_s=0, now=T0) == 5
 

@@ -1,6 +1,8 @@
 """publish.lua through Engine.publish: seed -> publish -> the exact Redis state."""
 from __future__ import annotations
 
+import uuid
+
 import pytest
 import redis
 
@@ -186,12 +188,14 @@ def test_publish_lowers_an_index_score_that_a_pumper_claimed(engine: Engine, red
 
 
 def test_a_ready_publish_announces_the_jobs_on_the_ready_channel(engine: Engine, redis_client: redis.Redis) -> None:
+    # Pub/sub channels are server-wide (not per DB): a queue name no other test run uses.
+    q = f"announce-{uuid.uuid4().hex}"
     pubsub = redis_client.pubsub(ignore_subscribe_messages=True)
-    pubsub.subscribe(keys.ready_channel("ns", "q"))
+    pubsub.subscribe(engine.ready_channel("ns", q))
     pubsub.get_message(timeout=1)  # the subscribe confirmation
 
-    engine.publish("ns", "q", [b"late"], delay_s=5, now=T0)
-    engine.publish("ns", "q", [b"a", b"b"], now=T0)
+    engine.publish("ns", q, [b"late"], delay_s=5, now=T0)
+    engine.publish("ns", q, [b"a", b"b"], now=T0)
 
     message = pubsub.get_message(timeout=1)
     pubsub.close()

@@ -18,15 +18,15 @@ from django.core.exceptions import ImproperlyConfigured
 from lmstfy_site import envparse
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-# Every variable settings.py reads, so that the caller's environment cannot leak in.
-SETTINGS_VARIABLES = (
-    "SECRET_KEY", "DEBUG", "ALLOWED_HOSTS", "CSRF_TRUSTED_ORIGINS", "DATABASE_URL", "REDIS_URL",
-    "LMSTFY_POOLS", "LMSTFY_VAR_DIR", "LMSTFY_DEFAULT_TTL", "LMSTFY_DEFAULT_DELAY", "LMSTFY_DEFAULT_TRIES",
-    "LMSTFY_DEFAULT_TTR", "LMSTFY_DEFAULT_TIMEOUT", "LMSTFY_PUMP_INTERVAL", "LMSTFY_TOKEN_LISTING",
-    "LMSTFY_ALLOW_PRIVATE_CALLBACKS", "LMSTFY_ADMIN_USER", "LMSTFY_ADMIN_PASSWORD", "LMSTFY_BIND",
-    "LMSTFY_WORKERS", "LMSTFY_THREADS", "EMAIL_BACKEND", "EMAIL_HOST", "EMAIL_PORT", "EMAIL_HOST_USER",
-    "EMAIL_HOST_PASSWORD", "EMAIL_USE_TLS", "DEFAULT_FROM_EMAIL", "LOG_LEVEL",
-)
+# The variables settings.py reads, so that the caller's environment cannot leak in.
+SETTINGS_VARIABLES = ("SECRET_KEY", "DEBUG", "ALLOWED_HOSTS", "CSRF_TRUSTED_ORIGINS", "DATABASE_URL", "REDIS_URL",
+                      "DEFAULT_FROM_EMAIL", "LOG_LEVEL")
+SETTINGS_PREFIXES = ("LMSTFY_", "EMAIL_")
+
+
+def clean_environment() -> dict[str, str]:
+    return {key: value for key, value in os.environ.items()
+            if key not in SETTINGS_VARIABLES and not key.startswith(SETTINGS_PREFIXES)}
 GOOD_SECRET_KEY = "k" * 40
 PRINT_SETTING = "from django.conf import settings; print(getattr(settings, {name!r}))"
 
@@ -34,7 +34,7 @@ PRINT_SETTING = "from django.conf import settings; print(getattr(settings, {name
 def load_settings(var_dir: Path, code: str = "", **overrides: str | None) -> subprocess.CompletedProcess:
     """Run django.setup() in a new interpreter with a good environment plus `overrides`
     (None removes a variable), then `code`."""
-    env = {key: value for key, value in os.environ.items() if key not in SETTINGS_VARIABLES}
+    env = clean_environment()
     env.update({
         "DJANGO_SETTINGS_MODULE": "lmstfy_site.settings",
         "LMSTFY_VAR_DIR": str(var_dir),
@@ -90,6 +90,8 @@ BAD_VALUES = [
     pytest.param("EMAIL_USE_TLS", "sometimes", id="email-use-tls-not-a-boolean"),
     pytest.param("LMSTFY_WORKERS", "0", id="workers-zero"),
     pytest.param("LMSTFY_THREADS", "many", id="threads-not-a-number"),
+    pytest.param("LMSTFY_NOTIFIER_THREADS", "0", id="notifier-threads-zero"),
+    pytest.param("LMSTFY_METRICS_TOKEN", "short", id="metrics-token-too-short"),
 ]
 
 
@@ -138,7 +140,7 @@ def test_an_unset_secret_key_is_generated_once_into_the_var_dir_and_reused(tmp_p
 def test_processes_starting_together_agree_on_the_generated_secret_key(tmp_path: Path) -> None:
     """runall starts gunicorn, the pumper and the notifier at once: whoever creates
     the key file, every process must read the same complete key."""
-    env = {key: value for key, value in os.environ.items() if key not in SETTINGS_VARIABLES}
+    env = clean_environment()
     env.update({"DJANGO_SETTINGS_MODULE": "lmstfy_site.settings", "LMSTFY_VAR_DIR": str(tmp_path)})
     script = ("import django; django.setup(); from django.conf import settings; print(settings.SECRET_KEY)")
     processes = [subprocess.Popen([sys.executable, "-c", script], cwd=BASE_DIR, env=env, text=True,

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from queues import throttling
+from queues.models import Token
 
 
 def set_limit(admin_api, token: str, method: str = "post", **limiter):
@@ -34,7 +35,8 @@ def test_it_creates_reads_updates_and_deletes_a_limit(admin_api, token):
     assert updated.json() == {"limiter": {"read": 5, "write": 0, "interval": 2}}
 
     listed = admin_api.get("/limits").json()
-    assert listed == [{"namespace": "ns", "token": token[:12] + "…",
+    token_id = Token.objects.get().id
+    assert listed == [{"namespace": "ns", "token": f"{token[:12]}…{token_id}",
                        "limiter": {"read": 5, "write": 0, "interval": 2}}]
 
     assert admin_api.delete(f"/token/ns/{token}/limit").json() == {"msg": "success"}
@@ -57,6 +59,12 @@ def test_it_rejects_a_body_that_is_not_a_limiter(admin_api, token):
     response = admin_api.post(f"/token/ns/{token}/limit", data="{nope", content_type="application/json")
     assert response.status_code == 400
     assert "error" in response.json()
+
+
+def test_a_limit_can_be_set_by_the_listed_token_value(admin_api, token):
+    listed = next(iter(admin_api.get("/token/ns").json()["tokens"]))
+    assert set_limit(admin_api, listed, write=2).status_code == 201
+    assert admin_api.get(f"/token/ns/{token}/limit").json() == {"read": 0, "write": 2, "interval": 10}
 
 
 def test_the_limit_routes_need_staff(client, token):

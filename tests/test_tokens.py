@@ -11,6 +11,7 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 from django.utils import timezone
+from pytest_django import DjangoAssertNumQueries, Settings
 from rest_framework.test import APIClient
 
 from queues import tokens, ulid
@@ -22,7 +23,7 @@ USER_TOKEN = "a-user-chosen-token-0123456789"
 
 
 @pytest.fixture(autouse=True)
-def fast_password_hashing(settings) -> None:
+def fast_password_hashing(settings: Settings) -> None:
     """The admin routes check a password per request; PBKDF2 would dominate the run."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
@@ -92,38 +93,40 @@ def test_a_user_token_needs_at_least_20_characters(admin_api: APIClient) -> None
     assert just_enough.json() == {"token": "x" * 20}
 
 
-def test_prefix_listing_shows_prefixes_and_never_the_token(admin_api: APIClient, settings) -> None:
+def test_prefix_listing_shows_prefixes_and_never_the_token(admin_api: APIClient, settings: Settings) -> None:
     settings.LMSTFY_TOKEN_LISTING = "prefix"
     _, generated = tokens.create_token("ns", "generated")
     tokens.create_token("ns", "user", user_token=USER_TOKEN)
 
     listed = admin_api.get("/token/ns").json()["tokens"]
 
-    assert listed == {generated[:tokens.GENERATED_PREFIX_LENGTH] + "…": "generated",
-                      USER_TOKEN[:tokens.USER_PREFIX_LENGTH] + "…": "user"}
+    first, second = Token.objects.order_by("id")
+    assert listed == {generated[:tokens.GENERATED_PREFIX_LENGTH] + f"…{first.id}": "generated",
+                      USER_TOKEN[:tokens.USER_PREFIX_LENGTH] + f"…{second.id}": "user"}
     assert not [key for key in listed if generated in key or USER_TOKEN in key]
 
 
 def test_full_listing_shows_generated_tokens_in_full_and_user_tokens_by_prefix(
-        admin_api: APIClient, settings) -> None:
+        admin_api: APIClient, settings: Settings) -> None:
     settings.LMSTFY_TOKEN_LISTING = "full"
     _, generated = tokens.create_token("ns", "generated")
     tokens.create_token("ns", "user", user_token=USER_TOKEN)
 
     listed = admin_api.get("/token/ns").json()["tokens"]
 
-    assert listed == {generated: "generated", USER_TOKEN[:tokens.USER_PREFIX_LENGTH] + "…": "user"}
+    user = Token.objects.get(description="user")
+    assert listed == {generated: "generated", USER_TOKEN[:tokens.USER_PREFIX_LENGTH] + f"…{user.id}": "user"}
 
 
 def test_full_listing_falls_back_to_the_prefix_after_the_secret_key_changed(
-        admin_api: APIClient, settings) -> None:
+        admin_api: APIClient, settings: Settings) -> None:
     settings.LMSTFY_TOKEN_LISTING = "full"
     _, generated = tokens.create_token("ns", "generated")
     settings.SECRET_KEY = "another-secret-key-" + "z" * 40
 
     listed = admin_api.get("/token/ns").json()["tokens"]
 
-    assert listed == {generated[:tokens.GENERATED_PREFIX_LENGTH] + "…": "generated"}
+    assert listed == {generated[:tokens.GENERATED_PREFIX_LENGTH] + f"…{Token.objects.get().id}": "generated"}
 
 
 def test_a_listed_prefix_revokes_the_token() -> None:
@@ -133,11 +136,21 @@ def test_a_listed_prefix_revokes_the_token() -> None:
     assert tokens.cache.lookup("default", "ns", plain) is None
 
 
-def test_an_ambiguous_prefix_revokes_nothing() -> None:
-    tokens.create_token("ns", "one", user_token="same-prefix-token-number-1")
-    tokens.create_token("ns", "two", user_token="same-prefix-token-number-2")
-    assert tokens.revoke_token("ns", "default", "same-p…") == 0
-    assert Token.objects.active().count() == 2
+def test_tokens_sharing_a_prefix_are_listed_and_revoked_separately() -> None:
+    one, _ = tokens.create_token("ns", "one", user_token="same-prefix-token-number-1")
+    two, _ = tokens.create_token("ns", "two", user_token="same-prefix-token-number-2")
+    assert tokens.listed_value(one) != tokens.listed_value(two)
+    assert tokens.revoke_token("ns", "default", tokens.listed_value(one)) == 1
+    assert list(Token.objects.active()) == [two]
+
+
+def test_an_unknown_prefix_or_token_revokes_nothing() -> None:
+    tokens.create_token("ns", "one", user_token=USER_TOKEN)
+    assert tokens.revoke_token("ns", "default", "nothin…") == 0
+    assert tokens.revoke_token("ns", "default", "nothin…999") == 0
+    assert tokens.revoke_token("ns", "default", "not-a-granted-token-at-all") == 0
+    assert tokens.revoke_token("other", "default", USER_TOKEN) == 0
+    assert Token.objects.active().count() == 1
 
 
 def test_a_revoked_token_value_can_be_granted_again() -> None:
@@ -188,7 +201,7 @@ def test_the_process_that_revokes_refuses_the_token_at_once(api: APIClient, toke
     assert refused.json() == {"error": "invalid token"}
 
 
-def test_a_cached_lookup_asks_the_database_nothing(django_assert_num_queries) -> None:
+def test_a_cached_lookup_asks_the_database_nothing(django_assert_num_queries: DjangoAssertNumQueries) -> None:
     token, plain = tokens.create_token("ns", "generated")
     cache = tokens.TokenCache()
     assert cache.lookup("default", "ns", plain) == token.id
@@ -197,7 +210,7 @@ def test_a_cached_lookup_asks_the_database_nothing(django_assert_num_queries) ->
         assert cache.lookup("default", "ns", plain) == token.id
 
 
-def test_last_used_at_is_written_at_most_once_a_minute(django_assert_num_queries) -> None:
+def test_last_used_at_is_written_at_most_once_a_minute(django_assert_num_queries: DjangoAssertNumQueries) -> None:
     token, plain = tokens.create_token("ns", "generated")
     assert token.last_used_at is None
 

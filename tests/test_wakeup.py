@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
@@ -144,10 +145,20 @@ def test_a_waiter_with_nothing_to_consume_returns_empty_at_its_timeout(engine: E
     assert 0.6 <= waiter.returned_at - started < 1.5
 
 
-def test_a_waiter_does_not_busy_spin_redis(scratch_redis: ScratchRedis) -> None:
+@pytest.fixture(scope="session")
+def quiet_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScratchRedis]:
+    """A private server kept for the whole session: the wake-up listener thread
+    subscribed to it lives as long as the process, and must not lose it."""
+    server = ScratchRedis(tmp_path_factory.mktemp("quiet-redis"))
+    server.start()
+    yield server
+    server.kill()
+
+
+def test_a_waiter_does_not_busy_spin_redis(quiet_redis: ScratchRedis) -> None:
     # A private server: its counters see only this test's traffic.
-    engine = Engine(pool=f"scratch-{scratch_redis.port}", client=scratch_redis.client())
-    observer = scratch_redis.client()
+    engine = Engine(pool=f"scratch-{quiet_redis.port}", client=quiet_redis.client())
+    observer = quiet_redis.client()
     engine.consume("ns", ["q"], ttr_s=30)  # loads the script
     before = command_calls(observer)
 

@@ -8,12 +8,15 @@
 """
 from __future__ import annotations
 
+import hmac
 from dataclasses import dataclass
 
+from django.conf import settings
 from rest_framework import status
 from rest_framework.authentication import BaseAuthentication
+from rest_framework.exceptions import AuthenticationFailed
 
-from queues import pools, tokens
+from queues import metrics, pools, tokens
 from queues.api.errors import ApiError
 
 
@@ -39,11 +42,34 @@ class LmstfyTokenAuthentication(BaseAuthentication):
         if getattr(view, "public", False):
             return None, Grant(pool=pool, namespace=namespace, token_id=None)
         if not token:
+            metrics.count_auth_failure("token_missing")
             raise ApiError(status.HTTP_401_UNAUTHORIZED, "token not found")
         token_id = tokens.cache.lookup(pool, namespace, token)
         if token_id is None:
+            metrics.count_auth_failure("token_invalid")
             raise ApiError(status.HTTP_401_UNAUTHORIZED, "invalid token")
         return None, Grant(pool=pool, namespace=namespace, token_id=token_id, token_digest=tokens.digest(token))
 
     def authenticate_header(self, request) -> str:
         return "Token"
+
+
+METRICS_SCRAPER = "metrics-token"  # request.auth of a scrape authenticated by LMSTFY_METRICS_TOKEN
+
+
+class MetricsTokenAuthentication(BaseAuthentication):
+    """/metrics: `Authorization: Bearer <LMSTFY_METRICS_TOKEN>` (Prometheus's
+    bearer token). Does nothing while the setting is unset, so staff auth is then
+    the only way in."""
+
+    def authenticate(self, request):
+        expected = settings.LMSTFY_METRICS_TOKEN
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        if not expected or scheme.lower() != "bearer":
+            return None
+        if not hmac.compare_digest(given.strip().encode(), expected.encode()):
+            raise AuthenticationFailed("invalid metrics token")
+        return None, METRICS_SCRAPER
+
+    def authenticate_header(self, request) -> str:
+        return 'Bearer realm="metrics"'

@@ -1,20 +1,22 @@
 """lmstfy's admin routes, at lmstfy's paths, served by the same application:
-/token/..., /pools, /info, /version. Unlike upstream, all but /version need a
-staff user (HTTP Basic or a staff session)."""
+/token/..., /pools, /info, /version, /metrics. Unlike upstream, all but /version
+need a staff user (HTTP Basic or a staff session); /metrics also accepts the
+bearer token LMSTFY_METRICS_TOKEN."""
 from __future__ import annotations
 
 import json
 
-from django.http import HttpResponse
+from django.http import HttpResponse, StreamingHttpResponse
 from rest_framework import status
 from rest_framework.authentication import BasicAuthentication, SessionAuthentication
-from rest_framework.permissions import IsAdminUser
+from rest_framework.permissions import BasePermission, IsAdminUser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from queues import inspect, names, pools, throttling, tokens
+from queues import inspect, metrics, names, pools, throttling, tokens
 from queues.api import openapi
+from queues.api.authentication import METRICS_SCRAPER, MetricsTokenAuthentication
 from queues.api.errors import ApiError, api_not_found, bad_request
 from queues.models import Token, TokenLimit
 
@@ -107,9 +109,9 @@ class TokenDetail(AdminView):
 
 
 def find_token(namespace: str, token: str) -> Token | None:
+    """By plain value or listed value, with an optional `pool:`."""
     pool, plain = pools.split_token(token)
-    return (Token.objects.active().filter(namespace__name=namespace, pool=pool, digest=tokens.digest(plain))
-            .select_related("limit").first())
+    return tokens.find(namespace, pool, plain)
 
 
 def limiter_body(request) -> dict:
@@ -234,3 +236,19 @@ class Version(AdminView):
 
     def get(self, request):
         return indented({"version": VERSION, "build_commit": BUILD_COMMIT, "build_date": BUILD_DATE})
+
+
+class IsStaffOrMetricsScraper(BasePermission):
+    def has_permission(self, request, view) -> bool:
+        return request.auth == METRICS_SCRAPER or bool(request.user and request.user.is_staff)
+
+
+class Metrics(AdminView):
+    """Prometheus text exposition (queues/metrics.py). Without credentials: 401
+    with `WWW-Authenticate: Basic`."""
+
+    authentication_classes = [BasicAuthentication, SessionAuthentication, MetricsTokenAuthentication]
+    permission_classes = [IsStaffOrMetricsScraper]
+
+    def get(self, request):
+        return StreamingHttpResponse(metrics.scrape(), content_type=metrics.CONTENT_TYPE)

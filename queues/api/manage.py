@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 from queues import inspect
 from queues.api import serializers
 from queues.expressions import check
-from queues.models import Namespace, Topic
+from queues.models import AlertEvent, AlertRule, Namespace, Schedule, Topic
 from queues.notifier import send_test_delivery
 
 MAX_ATTEMPTS_PAGE = 500
@@ -66,3 +66,37 @@ class ExpressionCheck(StaffOnly, APIView):
         given.is_valid(raise_exception=True)
         data = given.validated_data
         return Response(check(data["expression"], data["status"], data["body"]))
+
+
+class ScheduleViewSet(StaffOnly, viewsets.ModelViewSet):
+    queryset = Schedule.objects.select_related("namespace")
+    serializer_class = serializers.ScheduleSerializer
+
+
+class AlertRuleViewSet(StaffOnly, viewsets.ModelViewSet):
+    queryset = AlertRule.objects.select_related("namespace")
+    serializer_class = serializers.AlertRuleSerializer
+
+
+class AlertEventViewSet(StaffOnly, viewsets.ReadOnlyModelViewSet):
+    """The alert history, newest first; `?rule=<id>`, `?kind=`, `?firing=true|false`."""
+
+    serializer_class = serializers.AlertEventSerializer
+
+    @extend_schema(parameters=[OpenApiParameter("rule", int), OpenApiParameter("kind", str),
+                               OpenApiParameter("firing", bool)])
+    def list(self, request, *args, **kwargs):
+        return super().list(request, *args, **kwargs)
+
+    def get_queryset(self):
+        events = AlertEvent.objects.select_related("rule")
+        params = self.request.query_params
+        if params.get("rule", "").isdigit():
+            events = events.filter(rule_id=int(params["rule"]))
+        if params.get("kind"):
+            events = events.filter(kind=params["kind"])
+        if params.get("firing") in ("true", "1"):
+            events = events.filter(resolved_at__isnull=True, rule__isnull=False)
+        elif params.get("firing") in ("false", "0"):
+            events = events.exclude(resolved_at__isnull=True, rule__isnull=False)
+        return events

@@ -34,4 +34,5 @@ admin_urlpatterns = [
     path("pools/", lmstfy_admin.PoolList.as_view()),
     path("info", lmstfy_admin.Info.as_view()),
     path("version", lmstfy_admin.Version.as_view()),
+    path("metrics", lmstfy_admin.Metrics.as_view()),
 ]

@@ -13,7 +13,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from queues import inspect, names, pools, throttling
+from queues import inspect, metrics, names, pools, throttling
 from queues.api import params
 from queues.api.authentication import LmstfyTokenAuthentication, raw_token
 from queues.api.errors import ApiError, api_not_found, bad_request
@@ -73,6 +73,7 @@ class QueueView(APIView):
             if throttling.take(token_id, direction):
                 self.counted = direction
         except throttling.RateLimited:
+            metrics.count_rate_limited(self.request.auth.namespace, direction)
             _, token = pools.split_token(raw_token(self.request))
             raise ApiError(status.HTTP_429_TOO_MANY_REQUESTS,
                            f"token({token}) {direction} reach the limit rate, please retry later",
@@ -199,6 +200,7 @@ class QueueRoot(QueueView):
         if not result.jobs:
             headers = {"X-Queue-Paused": "1"} if result.paused else None
             return Response(NO_JOB, status=status.HTTP_404_NOT_FOUND, headers=headers)
+        metrics.observe_consumed(namespace, result.jobs)
         answers = [{"msg": "new job", **job_json(job)} for job in result.jobs]
         return Response(answers[0] if count == 1 else answers)
 

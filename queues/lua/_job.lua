@@ -34,13 +34,21 @@ local function pack_job(job)
     #job.attrs, #job.ctype) .. job.ctype .. job.attrs .. job.body
 end
 
-local function unpack_job(packed)
+local function decode_job(packed)
   local state, priority, tries, deliveries, expire_at, attrs_len, ctype_len, pos = struct.unpack(HEADER, packed)
   local ctype = string.sub(packed, pos, pos + ctype_len - 1)
   pos = pos + ctype_len
   local attrs = string.sub(packed, pos, pos + attrs_len - 1)
   return {state = state, priority = priority, tries = tries, deliveries = deliveries, expire_at = expire_at,
           ctype = ctype, attrs = attrs, body = string.sub(packed, pos + attrs_len)}
+end
+
+-- A job whose bytes do not decode (written by something else, or truncated) is
+-- treated as gone rather than failing every script that meets it.
+local function unpack_job(packed)
+  local ok, job = pcall(decode_job, packed)
+  if ok and job.state >= STATE_DELAYED and job.state <= STATE_DEAD then return job end
+  return nil
 end
 
 local function load_job(id)

@@ -20,6 +20,9 @@
 local now, ttr, count = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local max_inflight, rate, keep_tries = tonumber(ARGV[4] or 0), tonumber(ARGV[5] or 0), ARGV[6] == '1'
 local paused, result, dues, taken = 0, {}, {}, 0
+-- Expired or corrupt entries removed per queue and call at most: the pump removes them
+-- too, so this only bounds the work of one consume after a pump outage.
+local MAX_SKIPPED = 1000
 
 -- How many jobs this queue may hand out now, under its cap and its rate.
 local function room()
@@ -52,18 +55,21 @@ for qi = 1, #KEYS / 7 do
   if redis.call('HEXISTS', META, 'paused') == 1 then
     paused = paused + 2 ^ (qi - 1)
   elseif taken < count then
-    local before = next_due()
-    local leased, expired, limit = 0, 0, room()
-    while leased < limit do
+    local before = nil  -- the earliest timer before our leases, read at the first one
+    local leased, expired, skipped, limit = 0, 0, 0, room()
+    while leased < limit and skipped < MAX_SKIPPED do
       local popped = redis.call('ZPOPMIN', READY)
       if not popped[1] then break end
       local id = popped[1]
       redis.call('ZREM', EXPIRY, id)
       local job = load_job(id)
-      if job and is_expired(job, now) then
+      if not job or is_expired(job, now) then
+        -- expired, or bytes that do not decode as a job: dropped, never served
         redis.call('HDEL', JOBS, id)
-        expired = expired + 1
-      elseif job then
+        skipped = skipped + 1
+        if job then expired = expired + 1 end
+      else
+        if not before then before = next_due() end
         job.state = STATE_INFLIGHT
         -- A job released without its try back (a failed delivery) can be ready
         -- with 0 tries left: keep 0, never -1 (it would pack as 65535 tries).

@@ -7,7 +7,8 @@
 -- ARGV[3..]  for 'dead': offset, limit; for 'ids': job ids
 -- Returns: 8 fields per job found (_job.lua job_fields); a listed id whose job is
 --          gone or expired is skipped, except for 'head', which returns the id
---          with an empty body and state -1 (lmstfy's "data: null" answer)
+--          with an empty body and state -1 (lmstfy's "data: null" answer); a job
+--          whose stored bytes do not decode comes back as its raw bytes, state -2
 
 local now, mode = tonumber(ARGV[1]), ARGV[2]
 local ids
@@ -23,9 +24,12 @@ end
 
 local result = {}
 for _, id in ipairs(ids) do
-  local job = load_job(id)
+  local packed = redis.call('HGET', JOBS, id)
+  local job = packed and unpack_job(packed)
   if job and not is_expired(job, now) then
     for _, field in ipairs(job_fields(id, job, now)) do result[#result + 1] = field end
+  elseif packed and not job then
+    for _, field in ipairs({id, packed, 0, 0, '', '', 0, -2}) do result[#result + 1] = field end
   elseif mode == 'head' then
     for _, field in ipairs({id, '', 0, 0, '', '', 0, -1}) do result[#result + 1] = field end
   end

@@ -13,9 +13,10 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from queues import embedded, pools
+from queues import embedded, metrics, pools
 
 GRACE_S = 15
+GUNICORN_CONFIG = settings.BASE_DIR / "lmstfy_site" / "gunicorn.conf.py"  # the metrics worker-exit hook
 
 
 class Command(BaseCommand):
@@ -30,6 +31,10 @@ class Command(BaseCommand):
         call_command("collectstatic", interactive=False, verbosity=0)
         call_command("bootstrap")
         pools.log_durability_warnings()
+        # gunicorn's workers share their metrics through files here (queues/metrics.py);
+        # the files of a previous run are removed, so totals restart with the processes.
+        env[metrics.MULTIPROC_ENV] = metrics.prepare_multiprocess_dir(
+            env.get(metrics.MULTIPROC_ENV) or settings.VAR_DIR / "prometheus")
         children = [self._spawn(argv, env) for argv in self._commands()]
         self._announce()
         stopping = {"now": False}
@@ -50,7 +55,8 @@ class Command(BaseCommand):
 
     def _commands(self) -> list[list[str]]:
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
-        gunicorn = [sys.executable, "-m", "gunicorn", "lmstfy_site.wsgi", "--worker-class", "gthread",
+        gunicorn = [sys.executable, "-m", "gunicorn", "lmstfy_site.wsgi", "--config", str(GUNICORN_CONFIG),
+                    "--worker-class", "gthread",
                     "--workers", str(settings.LMSTFY_WORKERS), "--threads", str(settings.LMSTFY_THREADS),
                     "--graceful-timeout", str(GRACE_S), "--timeout", "0", "--access-logfile", "-"]
         for bind in settings.LMSTFY_BIND:
