@@ -19,6 +19,7 @@ import argparse
 import cProfile
 import io
 import json
+import os
 import pstats
 import subprocess
 import sys
@@ -123,7 +124,7 @@ def profile_ours(name: str, requests: int, top: int) -> dict:
     stats = pstats.Stats(profiler)
     text = io.StringIO()
     stats.stream = text
-    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats(os.environ.get("PROFILE_SORT", "tottime")).print_stats(top)
     return {"status": first, "cpu_ms": cpu_ms, "layers": layers(stats), "top": text.getvalue()}
 
 

@@ -86,6 +86,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "queues.metrics.HttpMetricsMiddleware",  # outermost: times and counts every answer
     "queues.middleware.RequestIdMiddleware",
+    "queues.middleware.ApiFastPathMiddleware",  # /api/ stops here: see its docstring
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

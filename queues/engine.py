@@ -138,7 +138,7 @@ class Engine:
         2. Run publish.lua: store, make ready or delayed, record the idempotency key.
         3. Register a new queue and lower the timer index when needed."""
         now = now_ms() if now is None else now
-        ids = [ulid.new_job_id(delay_s, versioned, now) for _ in bodies]
+        ids = ulid.new_job_ids(len(bodies), delay_s, versioned, now)
         args: list = [now, delay_s * 1000, ttl_s, tries, priority, content_type,
                       json.dumps(attributes, separators=(",", ":")) if attributes else "",
                       self.ready_channel(ns, q), IDEMPOTENCY_WINDOW_S]

@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 
 from django.conf import settings
 from django.core.mail import send_mail
+from django.utils import timezone as django_timezone
 from django.db import close_old_connections
 from django.db import connection as db_connection
 
@@ -321,8 +322,12 @@ def record_delivery_exhausted(topic: TopicConfig, job_id: str, attempt: int, rea
     # (a restart) rather than fail on it, and keep none open per thread after.
     close_old_connections()
     try:
+        # A point event: resolved as it happens, so it never shows as "firing";
+        # alert rules of kind delivery_exhausted count these and fire themselves.
+        now = django_timezone.now()
         AlertEvent.objects.create(kind="delivery_exhausted", namespace=topic.namespace, queue=topic.queue,
-                                  message=message, details={"topic": topic.id, "job_id": job_id, "attempt": attempt})
+                                  message=message, details={"topic": topic.id, "job_id": job_id, "attempt": attempt},
+                                  fired_at=now, resolved_at=now)
     finally:
         if not db_connection.in_atomic_block:
             db_connection.close()

@@ -8,6 +8,7 @@ id with the delay in seconds (uint32, little-endian) and prefixes versioned ids
 from __future__ import annotations
 
 import os
+import re
 import struct
 import threading
 import time
@@ -15,16 +16,18 @@ import time
 ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _DECODE = {char: index for index, char in enumerate(ALPHABET)}
 ULID_LENGTH = 26
+# Ids are made and read on every publish and consume: encode 10 bits (two
+# characters) per step, decode the timestamp with int() through a translation table.
+_PAIRS = [first + second for first in ALPHABET for second in ALPHABET]
+_PAIR_SHIFTS = range(120, -1, -10)
+_TO_INT_DIGITS = str.maketrans(ALPHABET + ALPHABET.lower(), ("0123456789abcdefghijklmnopqrstuv") * 2)
+_ULID_TEXT = re.compile(r"[0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{26}\Z")
 
 
 def encode(raw: bytes) -> str:
     """16 bytes -> 26 characters (128 bits, left-padded to 130)."""
     number = int.from_bytes(raw, "big")
-    chars = []
-    for _ in range(ULID_LENGTH):
-        chars.append(ALPHABET[number & 31])
-        number >>= 5
-    return "".join(reversed(chars))
+    return "".join([_PAIRS[(number >> shift) & 1023] for shift in _PAIR_SHIFTS])
 
 
 def decode(text: str) -> bytes:
@@ -50,23 +53,31 @@ class _Monotonic:
         self._last_ms = -1
         self._last_random = 0
 
-    def next(self, ms: int) -> int:
+    def take(self, ms: int, count: int) -> int:
+        """The first of `count` consecutive random parts for millisecond `ms`."""
         with self._lock:
-            if ms == self._last_ms and self._last_random < 2**48 - 1:
-                self._last_random += 1
+            if ms == self._last_ms and self._last_random + count < 2**48:
+                first = self._last_random + 1
             else:
-                self._last_ms, self._last_random = ms, int.from_bytes(os.urandom(6), "big") >> 1
-            return self._last_random
+                first = int.from_bytes(os.urandom(6), "big") >> 1  # room to count up
+            self._last_ms, self._last_random = ms, first + count - 1
+            return first
 
 
 _monotonic = _Monotonic()
 
 
-def new_job_id(delay_s: int, versioned: bool = False, now_ms: int | None = None) -> str:
+def new_job_ids(count: int, delay_s: int, versioned: bool = False, now_ms: int | None = None) -> list[str]:
+    """`count` job ids of one publish, in order."""
     ms = int(time.time() * 1000) if now_ms is None else now_ms
-    raw = ms.to_bytes(6, "big") + _monotonic.next(ms).to_bytes(6, "big") + struct.pack("<I", delay_s)
-    job_id = encode(raw)
-    return "1" + job_id if versioned else job_id
+    first = _monotonic.take(ms, count)
+    head, tail = ms.to_bytes(6, "big"), struct.pack("<I", delay_s)
+    prefix = "1" if versioned else ""
+    return [prefix + encode(head + (first + i).to_bytes(6, "big") + tail) for i in range(count)]
+
+
+def new_job_id(delay_s: int, versioned: bool = False, now_ms: int | None = None) -> str:
+    return new_job_ids(1, delay_s, versioned, now_ms)[0]
 
 
 def job_id_version(job_id: str) -> int:
@@ -79,9 +90,9 @@ def job_id_version(job_id: str) -> int:
 def timestamp_ms(job_id: str) -> int | None:
     """Publish time of a job id (None for an id that is not ours)."""
     body = job_id[-ULID_LENGTH:]
-    if len(body) != ULID_LENGTH or any(char not in _DECODE for char in body.upper()):
+    if not _ULID_TEXT.match(body):
         return None
-    return int.from_bytes(decode(body)[:6], "big")
+    return int(body[:10].translate(_TO_INT_DIGITS), 32)
 
 
 def delay_of(job_id: str) -> int | None:

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 
 import pytest
 from django.core import mail
+from django.db import connection
 from django.utils import timezone
 
 from queues import alerts, pools
@@ -173,7 +174,8 @@ def test_delivery_exhausted_from_the_notifier_reaches_a_matching_rules_channels(
         wait_idle(notifier)
     finally:
         notifier.shutdown(5)
-    [record] = AlertEvent.objects.filter(rule__isnull=True)
+    # (Filtered by queue: notifier threads of non-transactional tests elsewhere commit their records.)
+    [record] = AlertEvent.objects.filter(rule__isnull=True, queue="payments")
     assert record.kind == "delivery_exhausted"
     now = timezone.now()
 
@@ -399,6 +401,10 @@ def test_a_rule_without_channels_still_keeps_history(engine, t0):
 # -- once per deployment --------------------------------------------------------------------------
 @pytest.mark.django_db(transaction=True)
 def test_two_evaluators_at_once_notify_once(channels, receiver, engine, t0):
+    if connection.vendor != "postgresql":
+        # SQLite's shared in-memory test database refuses a concurrent writer ("table is
+        # locked") instead of queueing it behind the busy timeout as a database file does.
+        pytest.skip("concurrent claims need PostgreSQL (or an SQLite file)")
     make_rule("backlog_above", channels, threshold=0)
     engine.publish("ns", "q", [b"1"])
     duties = [alerts.AlertDuty(owner="pumper-a"), alerts.AlertDuty(owner="pumper-b")]
@@ -410,7 +416,6 @@ def test_two_evaluators_at_once_notify_once(channels, receiver, engine, t0):
         try:
             results[slot] = duties[slot].run_once(t0)
         finally:
-            from django.db import connection
             connection.close()
 
     threads = [threading.Thread(target=evaluate, args=(slot,)) for slot in range(len(duties))]
@@ -420,7 +425,7 @@ def test_two_evaluators_at_once_notify_once(channels, receiver, engine, t0):
         thread.join(30)
 
     assert sorted(results, key=lambda r: r is None) == [1, None]
-    assert AlertEvent.objects.count() == 1
+    assert AlertEvent.objects.filter(rule__isnull=False).count() == 1
     assert len(receiver.received(HOOK)) == 1 and len(mail.outbox) == 1
 
 

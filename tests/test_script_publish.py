@@ -151,8 +151,8 @@ def test_a_duplicate_job_id_raises_and_writes_nothing(engine: Engine, redis_clie
                                                       monkeypatch: pytest.MonkeyPatch, bodies: list[bytes]) -> None:
     [existing] = engine.publish("ns", "q", [b"original"], ttl_s=0, now=T0).job_ids
     before = queue_state(redis_client, "ns", "q")
-    fresh = iter(["01FRESH0000000000000000000%d" % i for i in range(len(bodies) - 1)] + [existing])
-    monkeypatch.setattr(ulid, "new_job_id", lambda *args: next(fresh))
+    fresh = ["01FRESH0000000000000000000%d" % i for i in range(len(bodies) - 1)] + [existing]
+    monkeypatch.setattr(ulid, "new_job_ids", lambda count, *args: fresh[:count])
 
     with pytest.raises(DuplicateJobId, match=existing):
         engine.publish("ns", "q", bodies, delay_s=3, now=T0 + 1)

@@ -21,8 +21,9 @@ import redis
 from queues import keys
 
 T0 = 1_700_000_000_000  # a fixed "now" (ms) that tests move forward
-HEADER = "<BBHHdHB"     # lua/_job.lua: state, priority, tries, deliveries, expire_at, #attrs, #ctype
+HEADER = "<BBHI"        # lua/_job.lua: flags (state + which parts follow), priority, tries, expire_at (s)
 HEADER_SIZE = struct.calcsize(HEADER)
+HAS_DELIVERIES, HAS_CTYPE, HAS_ATTRS = 4, 8, 16
 PRIORITY_UNIT = 2 ** 45  # ready score = (255 - priority) * PRIORITY_UNIT + seq
 
 DELAYED, READY, INFLIGHT, DEAD = 0, 1, 2, 3
@@ -46,18 +47,30 @@ class PackedJob:
 
 
 def decode_job(packed: bytes) -> PackedJob:
-    state, priority, tries, deliveries, expire_at, attrs_len, ctype_len = struct.unpack_from(HEADER, packed)
-    pos = HEADER_SIZE
-    ctype = packed[pos:pos + ctype_len].decode()
-    pos += ctype_len
-    attrs = packed[pos:pos + attrs_len].decode()
-    return PackedJob(state, priority, tries, deliveries, int(expire_at), ctype, attrs, packed[pos + attrs_len:])
+    flags, priority, tries, expire_s = struct.unpack_from(HEADER, packed)
+    pos, deliveries, ctype, attrs = HEADER_SIZE, 0, b"", b""
+    if flags & HAS_DELIVERIES:
+        (deliveries,), pos = struct.unpack_from("<H", packed, pos), pos + 2
+    if flags & HAS_CTYPE:
+        length = packed[pos]
+        ctype, pos = packed[pos + 1:pos + 1 + length], pos + 1 + length
+    if flags & HAS_ATTRS:
+        (length,) = struct.unpack_from("<H", packed, pos)
+        attrs, pos = packed[pos + 2:pos + 2 + length], pos + 2 + length
+    return PackedJob(flags & 3, priority, tries, deliveries, expire_s * 1000, ctype.decode(), attrs.decode(),
+                     packed[pos:])
 
 
 def encode_job(job: PackedJob) -> bytes:
     ctype, attrs = job.content_type.encode(), job.attributes.encode()
-    return (struct.pack(HEADER, job.state, job.priority, job.tries, job.deliveries, float(job.expire_at),
-                        len(attrs), len(ctype)) + ctype + attrs + job.body)
+    flags, extra = job.state, b""
+    if job.deliveries:
+        flags, extra = flags | HAS_DELIVERIES, extra + struct.pack("<H", job.deliveries)
+    if ctype:
+        flags, extra = flags | HAS_CTYPE, extra + bytes([len(ctype)]) + ctype
+    if attrs:
+        flags, extra = flags | HAS_ATTRS, extra + struct.pack("<H", len(attrs)) + attrs
+    return struct.pack(HEADER, flags, job.priority, job.tries, job.expire_at // 1000) + extra + job.body
 
 
 def _zset(client: redis.Redis, key: str) -> dict[str, int]:

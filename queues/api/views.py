@@ -5,19 +5,22 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from django.views import View
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import status
-from rest_framework.renderers import JSONRenderer
-from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from queues import inspect, metrics, names, pools, throttling
 from queues.api import params
-from queues.api.authentication import LmstfyTokenAuthentication, raw_token
-from queues.api.errors import ApiError, api_not_found, bad_request
+from queues.api.authentication import authenticate, raw_token
+from queues.api.errors import ApiError, api_not_found, bad_request, error_response, internal_error
+from queues.api.errors import ApiResponse as Response
 from queues.engine import Engine, Job
+
+log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1024 * 1024
 MAX_BULK_JOBS = 64
@@ -33,36 +36,49 @@ MAX_WAIT_S = 600
 NO_JOB = {"msg": "no job available"}
 
 
-class QueueView(APIView):
-    """Base of every /api/ view: lmstfy's validation order (names, then pool,
-    then token), its error shapes, and 404 "api not found" for a wrong method."""
+class QueueView(View):
+    """Base of every /api/ view: lmstfy's validation order (method, names, pool,
+    token, throttle), its error shapes, and 404 "api not found" for any other
+    method (HEAD and OPTIONS included).
 
-    authentication_classes = [LmstfyTokenAuthentication]
-    permission_classes: list = []
-    renderer_classes = [JSONRenderer]
-    parser_classes: list = []
-    lmstfy_errors = True
+    A plain Django view, not a DRF one: on the publish/consume hot path DRF's
+    request wrapping, negotiation and rendering cost a fifth of the CPU, and
+    these answers are lmstfy's fixed JSON, not serializers (bench/profile_app.py).
+    """
+
+    http_method_names = ["get", "put", "delete"]
     public = False
     multi_queue = False
-
     counted: str | None = None  # the throttle direction this request was counted in
-    # lmstfy answers any other method (HEAD and OPTIONS included) with 404 "api not found",
-    # before looking at names or tokens. Without this, Django would serve HEAD with get().
-    http_method_names = ["get", "put", "delete"]
 
-    def initial(self, request, *args, **kwargs):
+    @classmethod
+    def as_view(cls, **initkwargs):
+        return csrf_exempt(super().as_view(**initkwargs))  # token-authenticated, no cookies
+
+    def dispatch(self, request, *args, **kwargs):
+        try:
+            response = self.handle(request, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a JSON answer
+            response = error_response(exc)
+            if response is None:
+                log.exception("unexpected error in %s", type(self).__name__)
+                response = internal_error()
+        self.give_back_unused_quota(response)
+        return response
+
+    def handle(self, request, namespace: str, queue: str, **kwargs):
         method = request.method.lower()
         if method not in self.http_method_names or not hasattr(self, method):
             raise api_not_found()
-        ns, q = kwargs["namespace"], kwargs["queue"]
-        error = names.consume_names_error(ns, q) if self.multi_queue else names.names_error(ns, q)
+        error = names.consume_names_error(namespace, queue) if self.multi_queue else names.names_error(namespace, queue)
         if error:
             raise bad_request(error)
-        super().initial(request, *args, **kwargs)
-        grant = request.auth  # authenticate now, before the handler reads anything
+        request.query_params = request.GET
+        request.auth = authenticate(request, namespace, public=self.public)
         direction = self.throttle_direction()
-        if direction and grant.token_id is not None:
-            self.count_request(grant.token_id, direction)
+        if direction and request.auth.token_id is not None:
+            self.count_request(request.auth.token_id, direction)
+        return getattr(self, method)(request, namespace=namespace, queue=queue, **kwargs)
 
     def throttle_direction(self) -> str | None:
         """lmstfy throttles publish, bulk publish and consume only."""
@@ -79,15 +95,11 @@ class QueueView(APIView):
                            f"token({token}) {direction} reach the limit rate, please retry later",
                            key="msg") from None
 
-    def finalize_response(self, request, response, *args, **kwargs):
-        # An empty consume or a failed publish does not use up the quota (lmstfy's remedy).
+    def give_back_unused_quota(self, response) -> None:
+        """An empty consume or a failed publish does not use up the quota (lmstfy's remedy)."""
         success = status.HTTP_200_OK if self.counted == throttling.CONSUME else status.HTTP_201_CREATED
         if self.counted and response.status_code != success:
-            throttling.give_back(request.auth.token_id, self.counted)
-        return super().finalize_response(request, response, *args, **kwargs)
-
-    def http_method_not_allowed(self, request, *args, **kwargs):
-        raise api_not_found()
+            throttling.give_back(self.request.auth.token_id, self.counted)
 
     def engine(self) -> Engine:
         return Engine(self.request.auth.pool)
@@ -135,11 +147,12 @@ def publish_options(request) -> dict:
     if tries == 0:
         raise bad_request("tries shouldn't be zero")
     priority = params.uint(query, "priority", 0, MAX_PRIORITY, "invalid priority")
-    versioned = request.headers.get("Enable-Job-Version", "").upper() == "YES"
-    key = request.headers.get("Idempotency-Key")
+    meta = request.META  # not request.headers: building that mapping costs more than these lookups
+    versioned = meta.get("HTTP_ENABLE_JOB_VERSION", "").upper() == "YES"
+    key = meta.get("HTTP_IDEMPOTENCY_KEY")
     if key is not None and not 0 < len(key) <= MAX_IDEMPOTENCY_KEY:
         raise bad_request("invalid idempotency key")
-    content_type = request.headers.get("Content-Type", "")
+    content_type = meta.get("CONTENT_TYPE", "")
     if len(content_type) > MAX_CONTENT_TYPE:
         raise bad_request("invalid content type")
     return {"delay_s": delay, "ttl_s": ttl, "tries": tries, "priority": priority, "versioned": versioned,

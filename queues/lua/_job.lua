@@ -10,17 +10,20 @@
 --   KEYS[7] meta      hash  seq, created_ms, pause state, last_consume_ms, minute counters,
 --                           cumulative totals (count_total)
 --
--- A packed job is a fixed header followed by three strings:
---   struct '<BBHHdHB': state, priority, tries left, deliveries, expire_at (ms, 0 = never),
---                      #attributes, #content type
---   then content type, attributes (JSON text or ""), body.
+-- A packed job is an 8-byte header, optional parts, then the body:
+--   struct '<BBHI': flags, priority, tries left, expire_at (unix s, 0 = never)
+--   flags: bits 0-1 state; bit 2 deliveries follow ('<H'); bit 3 a content type
+--   follows ('<B' length + text); bit 4 attributes follow ('<H' length + JSON)
+--   then the body (the rest). A just-published job is header + body: kept at 8
+--   bytes so a 100-byte body stays in jemalloc's 112-byte size class.
 -- Tries and deliveries live here, never in a timer member, so a timer member is
 -- just the job id and ack/release/delete can always find and remove it.
 
 local JOBS, READY, DELAYED, INFLIGHT, EXPIRY, DEAD, META = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 
 local STATE_DELAYED, STATE_READY, STATE_INFLIGHT, STATE_DEAD = 0, 1, 2, 3
-local HEADER = '<BBHHdHB'
+local HAS_DELIVERIES, HAS_CTYPE, HAS_ATTRS = 4, 8, 16
+local MAX_EXPIRE_S = 4294967295
 local PRIORITY_UNIT = 35184372088832  -- 2^45: seq stays below it, priority above
 
 -- Scores and times go to Redis through this: Lua's default number format keeps
@@ -29,25 +32,51 @@ local function num(x)
   return string.format('%.0f', x)
 end
 
+-- The expiry (ms) of a job given `ttl_s` from `now`: whole seconds (as stored),
+-- rounded up so a job never expires early; 0 = never.
+local function expiry_after(now, ttl_s)
+  if ttl_s <= 0 then return 0 end
+  return math.min(math.ceil((now + ttl_s * 1000) / 1000), MAX_EXPIRE_S) * 1000
+end
+
 local function pack_job(job)
-  return struct.pack(HEADER, job.state, job.priority, job.tries, job.deliveries, job.expire_at,
-    #job.attrs, #job.ctype) .. job.ctype .. job.attrs .. job.body
+  local flags, extra = job.state, ''
+  local deliveries = math.min(job.deliveries, 65535)
+  if deliveries > 0 then flags, extra = flags + HAS_DELIVERIES, extra .. struct.pack('<H', deliveries) end
+  if #job.ctype > 0 then flags, extra = flags + HAS_CTYPE, extra .. struct.pack('<B', #job.ctype) .. job.ctype end
+  if #job.attrs > 0 then flags, extra = flags + HAS_ATTRS, extra .. struct.pack('<H', #job.attrs) .. job.attrs end
+  return struct.pack('<BBHI', flags, job.priority, job.tries, math.floor(job.expire_at / 1000)) .. extra .. job.body
+end
+
+local function has(flags, bit)
+  return flags % (bit * 2) >= bit
 end
 
 local function decode_job(packed)
-  local state, priority, tries, deliveries, expire_at, attrs_len, ctype_len, pos = struct.unpack(HEADER, packed)
-  local ctype = string.sub(packed, pos, pos + ctype_len - 1)
-  pos = pos + ctype_len
-  local attrs = string.sub(packed, pos, pos + attrs_len - 1)
-  return {state = state, priority = priority, tries = tries, deliveries = deliveries, expire_at = expire_at,
-          ctype = ctype, attrs = attrs, body = string.sub(packed, pos + attrs_len)}
+  local flags, priority, tries, expire_s, pos = struct.unpack('<BBHI', packed)
+  local job = {state = flags % 4, priority = priority, tries = tries, expire_at = expire_s * 1000,
+               deliveries = 0, ctype = '', attrs = ''}
+  if has(flags, HAS_DELIVERIES) then job.deliveries, pos = struct.unpack('<H', packed, pos) end
+  if has(flags, HAS_CTYPE) then
+    local length
+    length, pos = struct.unpack('<B', packed, pos)
+    job.ctype, pos = string.sub(packed, pos, pos + length - 1), pos + length
+  end
+  if has(flags, HAS_ATTRS) then
+    local length
+    length, pos = struct.unpack('<H', packed, pos)
+    job.attrs, pos = string.sub(packed, pos, pos + length - 1), pos + length
+  end
+  if pos > #packed + 1 then error('truncated job') end
+  job.body = string.sub(packed, pos)
+  return job
 end
 
 -- A job whose bytes do not decode (written by something else, or truncated) is
 -- treated as gone rather than failing every script that meets it.
 local function unpack_job(packed)
   local ok, job = pcall(decode_job, packed)
-  if ok and job.state >= STATE_DELAYED and job.state <= STATE_DEAD then return job end
+  if ok then return job end
   return nil
 end
 
@@ -65,10 +94,12 @@ local function is_expired(job, now)
   return job.expire_at > 0 and job.expire_at <= now
 end
 
--- Seconds of life left, as lmstfy reports it (Redis TTL rounding); 0 = never expires.
+-- Whole seconds of life left; 0 = never expires. expire_at is rounded up to the
+-- second when stored (expiry_after), so rounding down here reports exactly the
+-- published ttl right after publishing, as Redis's TTL does for lmstfy.
 local function ttl_left(job, now)
   if job.expire_at == 0 then return 0 end
-  local left = math.floor((job.expire_at - now + 500) / 1000)
+  local left = math.floor((job.expire_at - now) / 1000)
   if left < 1 then return 1 end
   return left
 end
@@ -93,21 +124,86 @@ local function next_due()
   return best
 end
 
--- Make a job ready: FIFO within its priority, and its ttl expiry armed.
-local function make_ready(id, job)
+-- Batched writes, for scripts that move many jobs: collect, then one variadic
+-- call per key (a bulk publish or a pump batch costs a handful of calls, not a
+-- handful per job).
+local function new_batch()
+  return {jobs = {}, ready = {}, expiry = {}, delayed = {}, dead = {}}
+end
+
+local function batch_store(batch, id, job)
+  local jobs = batch.jobs
+  jobs[#jobs + 1] = id
+  jobs[#jobs + 1] = pack_job(job)
+end
+
+local function batch_ready(batch, id, job)
   job.state = STATE_READY
-  store_job(id, job)
-  redis.call('ZADD', READY, num((255 - job.priority) * PRIORITY_UNIT + next_seq()), id)
+  batch_store(batch, id, job)
+  batch.ready[#batch.ready + 1] = {id, job.priority}
   if job.expire_at > 0 then
-    redis.call('ZADD', EXPIRY, num(job.expire_at), id)
+    batch.expiry[#batch.expiry + 1] = num(job.expire_at)
+    batch.expiry[#batch.expiry + 1] = id
   end
 end
 
-local function make_dead(id, job)
+local function batch_delayed(batch, id, job, due)
+  job.state = STATE_DELAYED
+  batch_store(batch, id, job)
+  batch.delayed[#batch.delayed + 1] = num(due)
+  batch.delayed[#batch.delayed + 1] = id
+end
+
+local function batch_dead(batch, id, job)
   job.state = STATE_DEAD
   job.expire_at = 0  -- dead jobs never expire (lmstfy PERSISTs them)
-  store_job(id, job)
-  redis.call('ZADD', DEAD, num(next_seq()), id)
+  batch_store(batch, id, job)
+  batch.dead[#batch.dead + 1] = id
+end
+
+-- Variadic commands in chunks: Lua's unpack() has a limit on its results.
+local function call_chunked(command, key, args)
+  for first = 1, #args, 4000 do
+    local last = math.min(first + 3999, #args)
+    redis.call(command, key, unpack(args, first, last))
+  end
+end
+
+local function flush(batch)
+  if #batch.jobs > 0 then call_chunked('HSET', JOBS, batch.jobs) end
+  local ordered = #batch.ready + #batch.dead
+  if ordered > 0 then
+    -- seqs in batch order: FIFO within a priority, oldest dead first
+    local seq = redis.call('HINCRBY', META, 'seq', ordered) - ordered
+    local ready, dead = {}, {}
+    for _, entry in ipairs(batch.ready) do
+      seq = seq + 1
+      ready[#ready + 1] = num((255 - entry[2]) * PRIORITY_UNIT + seq)
+      ready[#ready + 1] = entry[1]
+    end
+    for _, id in ipairs(batch.dead) do
+      seq = seq + 1
+      dead[#dead + 1] = num(seq)
+      dead[#dead + 1] = id
+    end
+    if #ready > 0 then call_chunked('ZADD', READY, ready) end
+    if #dead > 0 then call_chunked('ZADD', DEAD, dead) end
+  end
+  if #batch.expiry > 0 then call_chunked('ZADD', EXPIRY, batch.expiry) end
+  if #batch.delayed > 0 then call_chunked('ZADD', DELAYED, batch.delayed) end
+end
+
+-- Make a job ready: FIFO within its priority, and its ttl expiry armed.
+local function make_ready(id, job)
+  local batch = new_batch()
+  batch_ready(batch, id, job)
+  flush(batch)
+end
+
+local function make_dead(id, job)
+  local batch = new_batch()
+  batch_dead(batch, id, job)
+  flush(batch)
 end
 
 -- Remove every trace of a job. Returns 1 if it existed.

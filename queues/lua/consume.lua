@@ -55,33 +55,43 @@ for qi = 1, #KEYS / 7 do
   if redis.call('HEXISTS', META, 'paused') == 1 then
     paused = paused + 2 ^ (qi - 1)
   elseif taken < count then
-    local before = nil  -- the earliest timer before our leases, read at the first one
     local leased, expired, skipped, limit = 0, 0, 0, room()
+    local stores, leases = {}, {}
     while leased < limit and skipped < MAX_SKIPPED do
-      local popped = redis.call('ZPOPMIN', READY)
-      if not popped[1] then break end
-      local id = popped[1]
-      redis.call('ZREM', EXPIRY, id)
-      local job = load_job(id)
-      if not job or is_expired(job, now) then
-        -- expired, or bytes that do not decode as a job: dropped, never served
-        redis.call('HDEL', JOBS, id)
-        skipped = skipped + 1
-        if job then expired = expired + 1 end
-      else
-        if not before then before = next_due() end
-        job.state = STATE_INFLIGHT
-        -- A job released without its try back (a failed delivery) can be ready
-        -- with 0 tries left: keep 0, never -1 (it would pack as 65535 tries).
-        if job.tries > 0 and not keep_tries then job.tries = job.tries - 1 end
-        job.deliveries = job.deliveries + 1
-        store_job(id, job)
-        redis.call('ZADD', INFLIGHT, num(now + ttr), id)
-        result[#result + 1] = qi
-        for _, field in ipairs(job_fields(id, job, now)) do result[#result + 1] = field end
-        taken = taken + 1
-        leased = leased + 1
+      local popped = redis.call('ZPOPMIN', READY, limit - leased)
+      if #popped == 0 then break end
+      local ids = {}
+      for i = 1, #popped, 2 do ids[#ids + 1] = popped[i] end
+      redis.call('ZREM', EXPIRY, unpack(ids))
+      for i, packed in ipairs(redis.call('HMGET', JOBS, unpack(ids))) do
+        local id, job = ids[i], packed and unpack_job(packed)
+        if not job or is_expired(job, now) then
+          -- expired, or bytes that do not decode as a job: dropped, never served
+          if packed then redis.call('HDEL', JOBS, id) end
+          skipped = skipped + 1
+          if job then expired = expired + 1 end
+        else
+          job.state = STATE_INFLIGHT
+          -- A job released without its try back (a failed delivery) can be ready
+          -- with 0 tries left: keep 0, never -1 (it would pack as 65535 tries).
+          if job.tries > 0 and not keep_tries then job.tries = job.tries - 1 end
+          job.deliveries = job.deliveries + 1
+          stores[#stores + 1] = id
+          stores[#stores + 1] = pack_job(job)
+          leases[#leases + 1] = num(now + ttr)
+          leases[#leases + 1] = id
+          result[#result + 1] = qi
+          for _, field in ipairs(job_fields(id, job, now)) do result[#result + 1] = field end
+          taken = taken + 1
+          leased = leased + 1
+        end
       end
+    end
+    local before = -1
+    if leased > 0 then
+      before = next_due()  -- the earliest timer before these leases
+      redis.call('HSET', JOBS, unpack(stores))
+      redis.call('ZADD', INFLIGHT, unpack(leases))
     end
     spend_rate(leased)
     count_total('exp_', expired)

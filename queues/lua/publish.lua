@@ -27,28 +27,34 @@ if IDEMPOTENCY then
   local first = redis.call('GET', IDEMPOTENCY)
   if first then return {1, first} end
 end
-for i = 10, #ARGV, 2 do
-  if redis.call('HEXISTS', JOBS, ARGV[i]) == 1 then return {2, ARGV[i]} end
+local given = {}
+for i = 10, #ARGV, 2 do given[#given + 1] = ARGV[i] end
+local existing = redis.call('HMGET', JOBS, unpack(given))
+for i, found in ipairs(existing) do
+  if found then return {2, given[i]} end
 end
 
 local before = next_due()
-local expire_at = 0
-if ttl > 0 then expire_at = now + ttl * 1000 end
+local expire_at = expiry_after(now, ttl)
 local added_due = -1
 local ids = {}
+local batch = new_batch()
 for i = 10, #ARGV, 2 do
   local id = ARGV[i]
-  local job = {state = STATE_DELAYED, priority = priority, tries = tries, deliveries = 0, expire_at = expire_at,
+  local job = {priority = priority, tries = tries, deliveries = 0, expire_at = expire_at,
                ctype = ARGV[6], attrs = ARGV[7], body = ARGV[i + 1]}
   if delay > 0 then
-    store_job(id, job)
-    redis.call('ZADD', DELAYED, num(now + delay), id)
-    if added_due < 0 or now + delay < added_due then added_due = now + delay end
+    batch_delayed(batch, id, job, now + delay)
   else
-    make_ready(id, job)
-    if expire_at > 0 and (added_due < 0 or expire_at < added_due) then added_due = expire_at end
+    batch_ready(batch, id, job)
   end
   ids[#ids + 1] = id
+end
+flush(batch)
+if delay > 0 then
+  added_due = now + delay
+elseif expire_at > 0 then
+  added_due = expire_at
 end
 
 if delay == 0 then redis.call('PUBLISH', ARGV[8], #ids) end

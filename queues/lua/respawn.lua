@@ -25,8 +25,7 @@ for _, id in ipairs(ids) do
     local job = load_job(id)
     if job then
       job.tries = 1
-      job.expire_at = 0
-      if ttl > 0 then job.expire_at = now + ttl * 1000 end
+      job.expire_at = expiry_after(now, ttl)
       make_ready(id, job)
       if job.expire_at > 0 and (due < 0 or job.expire_at < due) then due = job.expire_at end
     end
