@@ -308,7 +308,7 @@ def check_delivery_failure_rate(rule: AlertRule, snapshot: Snapshot) -> Findings
     for topic in topics:
         if not in_scope(rule, topic.namespace.name, topic.queue):
             continue
-        try:   # every attempt log lives in the default pool (notifier.log_attempt)
+        try:   # every attempt log lives in the default pool (Notifier.record_attempt)
             records = inspect.attempts_between(topic.id, start_ms, snapshot.now_ms)
         except redis.RedisError:
             findings.unknown.add("topic:")

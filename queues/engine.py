@@ -298,9 +298,12 @@ class Engine:
         self.client.xadd(keys.attempt_log(topic_id), record, maxlen=max_entries, approximate=True)
 
     # -- cluster-wide metric counters (queues/metrics.py; the default pool) ------------------
-    def count_delivery(self, topic_id: int, ns: str, q: str, outcome: str, bucket: str, duration_ms: int) -> None:
-        """One delivery attempt: its outcome, and its duration in a histogram bucket."""
+    def record_delivery(self, topic_id: int, ns: str, q: str, outcome: str, bucket: str, duration_ms: int,
+                        attempt: dict[str, str], max_entries: int) -> None:
+        """One delivery attempt: its attempt-log entry (a stream capped near
+        `max_entries`), its outcome, and its duration in a histogram bucket."""
         pipe = self.client.pipeline(transaction=False)
+        pipe.xadd(keys.attempt_log(topic_id), attempt, maxlen=max_entries, approximate=True)
         pipe.hincrby(keys.DELIVERY_OUTCOMES, f"{topic_id}|{ns}|{q}|{outcome}", 1)
         pipe.hincrby(keys.DELIVERY_LATENCY, f"{ns}|{bucket}", 1)
         pipe.hincrby(keys.DELIVERY_LATENCY, f"{ns}|sum", duration_ms)

@@ -366,7 +366,9 @@ class QueueMetrics:
 
 def queue_metrics(pool: str, queues: list[tuple[str, str]]) -> list[QueueMetrics]:
     """Depths, pause flag and totals of `queues`: one lua/counts.lua call per
-    queue, in one pipeline (callers pass bounded batches, so the answer stays small)."""
+    queue, so each queue's figures are one atomic snapshot (a job moving from
+    ready to in flight is never counted twice or missed), all in one pipeline
+    (callers pass bounded batches, so the answer stays small)."""
     pipe = _client(pool).pipeline(transaction=False)
     for ns, q in queues:
         script("counts")(keys=keys.queue_keys(ns, q), args=TOTAL_FIELDS, client=pipe)

@@ -135,10 +135,13 @@ def delivery_bucket(duration_ms: int) -> str:
     return "+Inf"
 
 
-def count_delivery(topic_id: int, namespace: str, queue: str, outcome: str, duration_ms: int) -> None:
-    """One delivery attempt of the notifier: outcome success, retry or dead."""
-    _count_in_redis("a delivery", lambda engine: engine.count_delivery(
-        topic_id, namespace, queue, outcome, delivery_bucket(duration_ms), max(0, int(duration_ms))))
+def record_delivery(topic_id: int, namespace: str, queue: str, outcome: str, duration_ms: int,
+                    attempt: dict[str, str], max_attempts_logged: int) -> None:
+    """One delivery attempt of the notifier (outcome success, retry or dead): its
+    attempt-log entry and its counters, written together."""
+    _count_in_redis("a delivery", lambda engine: engine.record_delivery(
+        topic_id, namespace, queue, outcome, delivery_bucket(duration_ms), max(0, int(duration_ms)),
+        attempt, max_attempts_logged))
 
 
 def count_rate_limited(namespace: str, direction: str) -> None:
