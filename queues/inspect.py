@@ -80,19 +80,9 @@ def queue_stats(pool: str, ns: str, q: str) -> QueueStats:
 
 
 def many_queue_stats(pool: str, queues: list[tuple[str, str]]) -> list[QueueStats]:
-    pipe = _client(pool).pipeline(transaction=False)
-    for ns, q in queues:
-        pipe.zcard(keys.ready(ns, q))
-        pipe.zcard(keys.delayed(ns, q))
-        pipe.zcard(keys.inflight(ns, q))
-        pipe.zcard(keys.dead(ns, q))
-        pipe.hexists(keys.meta(ns, q), "paused")
-    answers = pipe.execute()
-    stats = []
-    for i, (ns, q) in enumerate(queues):
-        ready, delayed, inflight, dead, paused = answers[i * 5:i * 5 + 5]
-        stats.append(QueueStats(ns, q, ready, delayed, inflight, dead, bool(paused)))
-    return stats
+    """Counts of `queues`, each an atomic snapshot (see queue_metrics)."""
+    return [QueueStats(m.namespace, m.queue, m.ready, m.delayed, m.inflight, m.deadletter, m.paused)
+            for m in queue_metrics(pool, queues)]
 
 
 def due_histogram(pool: str, ns: str, q: str, bucket_s: int, buckets: int) -> tuple[int, list[int]]:
@@ -136,19 +126,6 @@ def attempts(topic_id: int, job_id: str | None = None, outcome: str | None = Non
             break
         last = "(" + page[-1][0].decode()
     return found
-
-
-def per_minute(pool: str, queues: list[tuple[str, str]], now: int | None = None) -> list[tuple[int, int]]:
-    """(published, consumed) in the last full minute, per queue (lua/_job.lua count_event)."""
-    minute = (now_ms() if now is None else now) // 60000
-    pipe = _client(pool).pipeline(transaction=False)
-    for ns, q in queues:
-        pipe.hmget(keys.meta(ns, q), "pub_m", "pub_c", "pub_p", "con_m", "con_c", "con_p")
-    rates = []
-    for fields in pipe.execute():
-        values = [int(v) if v is not None else None for v in fields]
-        rates.append((_last_full_minute(minute, *values[:3]), _last_full_minute(minute, *values[3:])))
-    return rates
 
 
 def _last_full_minute(minute: int, at: int | None, current: int | None, previous: int | None) -> int:
