@@ -1,6 +1,6 @@
 """The one outbound HTTP function of push delivery (and of webhook alerts).
 
-- pooled keep-alive sessions, one per thread;
+- urllib3 directly, one process-wide pool of keep-alive connections;
 - connect timeout at most 1 s; the whole answer must arrive within `timeout_ms`
   (a watchdog ends requests at their deadline: socket timeouts bound each read,
   not a receiver that drips its headers or body a few bytes at a time);
@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit
 
-import requests
 import urllib3
 from django.conf import settings
-from requests.adapters import HTTPAdapter
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.exceptions import HTTPError, MaxRetryError, SSLError
+from urllib3.exceptions import TimeoutError as Urllib3Timeout
 
 MAX_RESPONSE_BYTES = 64 * 1024
 MAX_CONNECT_S = 1.0
@@ -110,12 +110,6 @@ class _GuardedHTTPSPool(HTTPSConnectionPool):
     ConnectionCls = _GuardedHTTPSConnection
 
 
-class _GuardedAdapter(HTTPAdapter):
-    def init_poolmanager(self, *args, **kwargs) -> None:
-        super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = {"http": _GuardedHTTPPool, "https": _GuardedHTTPSPool}
-
-
 _local = threading.local()
 
 
@@ -186,20 +180,24 @@ def _shut(sock) -> None:
 _watchdog = _Watchdog()
 
 
-def _session() -> requests.Session:
-    session = getattr(_local, "session", None)
-    if session is None:
-        session = requests.Session()
-        # No HTTP(S)_PROXY / NO_PROXY / .netrc from the environment: through a
-        # proxy the connected peer is the proxy, and the SSRF guard below would
-        # check the wrong address (and urllib3's proxy pools skip it entirely).
-        session.trust_env = False
-        adapter = _GuardedAdapter(pool_connections=64, pool_maxsize=64, max_retries=0)
-        session.mount("http://", adapter)
-        session.mount("https://", adapter)
-        session.headers["User-Agent"] = USER_AGENT
-        _local.session = session
-    return session
+_pools_lock = threading.Lock()
+_pools: urllib3.PoolManager | None = None
+POOL_CONNECTIONS_PER_HOST = 64
+
+
+def _pool_manager() -> urllib3.PoolManager:
+    """One process-wide, thread-safe pool of keep-alive connections (urllib3
+    directly: requests' own layers cost more per call than the whole send).
+    urllib3 reads no proxy from the environment: through a proxy the connected
+    peer would be the proxy, and the SSRF guard would check the wrong address."""
+    global _pools
+    with _pools_lock:
+        if _pools is None:
+            manager = urllib3.PoolManager(num_pools=64, maxsize=POOL_CONNECTIONS_PER_HOST, block=False,
+                                          retries=False)
+            manager.pool_classes_by_scheme = {"http": _GuardedHTTPPool, "https": _GuardedHTTPSPool}
+            _pools = manager
+        return _pools
 
 
 def sign(secret: str, message_id: str, timestamp: int, body: bytes) -> str:
@@ -261,27 +259,39 @@ def _send(request: Request, started: float, timeout_s: float, deadline: _Deadlin
 
     try:
         check_scheme(request.url)
-        answer = _session().request(request.method, request.url, data=request.body or None,
-                                    headers=request.headers, timeout=(min(MAX_CONNECT_S, timeout_s), timeout_s),
-                                    allow_redirects=False, stream=True)
+        answer = _pool_manager().request(
+            request.method, request.url, body=request.body or None,
+            headers={"User-Agent": USER_AGENT, **request.headers},
+            timeout=urllib3.Timeout(connect=min(MAX_CONNECT_S, timeout_s), read=timeout_s),
+            redirect=False, retries=False, preload_content=False)
     except CallbackRefused:
         return failed("invalid_url")
-    except requests.exceptions.Timeout:
-        return failed("timeout")
-    except requests.exceptions.SSLError:
-        return failed("ssl")
-    except requests.exceptions.ConnectionError as exc:
-        return failed("blocked_address" if _blocked(exc) else "connection")
-    except (requests.exceptions.RequestException, ValueError):
-        return failed("invalid_url")
+    except (HTTPError, ValueError) as exc:
+        return failed(_error_class(exc))
+    body, error, complete = b"", "timeout", False
     try:
-        body, error = _read_capped(answer, started + timeout_s)
+        body, error, complete = _read_capped(answer, started + timeout_s)
     finally:
-        answer.close()
+        _release(answer, reusable=complete and error is None)
     if deadline.expired and error is None and len(body) < MAX_RESPONSE_BYTES:
         error = "timeout"
     headers = {name.lower(): value for name, value in answer.headers.items()}
-    return Response(answer.status_code, body, error, int((time.monotonic() - started) * 1000), headers)
+    return Response(answer.status, body, error, int((time.monotonic() - started) * 1000), headers)
+
+
+def _error_class(exc: BaseException) -> str:
+    reason = exc.reason if isinstance(exc, MaxRetryError) and exc.reason is not None else exc
+    if isinstance(reason, BlockedAddress):
+        return "blocked_address"
+    if isinstance(reason, urllib3.exceptions.NewConnectionError):
+        return "connection"  # checked first: urllib3 makes it a subclass of ConnectTimeoutError
+    if isinstance(reason, Urllib3Timeout):
+        return "timeout"
+    if isinstance(reason, SSLError):
+        return "ssl"
+    if isinstance(reason, (urllib3.exceptions.LocationValueError, ValueError)):
+        return "invalid_url"
+    return "connection"
 
 
 def check_scheme(url: str) -> None:
@@ -290,26 +300,28 @@ def check_scheme(url: str) -> None:
         raise CallbackRefused("callback URLs must be http:// or https:// with a host")
 
 
-def _read_capped(answer: requests.Response, deadline: float) -> tuple[bytes, str | None]:
+def _read_capped(answer: urllib3.BaseHTTPResponse, deadline: float) -> tuple[bytes, str | None, bool]:
+    """The answer's body up to MAX_RESPONSE_BYTES, an error class, and whether
+    the body was read to its end."""
     chunks, size = [], 0
     try:
-        for chunk in answer.iter_content(8192):
+        while size < MAX_RESPONSE_BYTES:
+            chunk = answer.read(8192)
+            if not chunk:
+                return b"".join(chunks), None, True
             chunks.append(chunk)
             size += len(chunk)
-            if size >= MAX_RESPONSE_BYTES:
-                break
             if time.monotonic() > deadline:
-                return b"".join(chunks), "timeout"
-    except requests.exceptions.RequestException:
-        return b"".join(chunks), "timeout"
-    return b"".join(chunks)[:MAX_RESPONSE_BYTES], None
+                return b"".join(chunks), "timeout", False
+    except (HTTPError, OSError):
+        return b"".join(chunks), "timeout", False
+    return b"".join(chunks)[:MAX_RESPONSE_BYTES], None, False
 
 
-def _blocked(exc: BaseException) -> bool:
-    seen: BaseException | None = exc
-    while seen is not None:
-        reason = getattr(seen.args[0], "reason", None) if seen.args else None
-        if isinstance(seen, BlockedAddress) or isinstance(reason, BlockedAddress):
-            return True
-        seen = seen.__context__ or seen.__cause__
-    return False
+def _release(answer: urllib3.BaseHTTPResponse, reusable: bool) -> None:
+    """Back to the pool for the next delivery when the answer was read to its
+    end; a capped or broken one is closed first (its connection cannot be reused)."""
+    with contextlib.suppress(Exception):
+        if not reusable:
+            answer.close()
+        answer.release_conn()
