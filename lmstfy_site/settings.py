@@ -55,8 +55,10 @@ def _database() -> dict:
     url = envstr("DATABASE_URL")
     if url is None:
         VAR_DIR.mkdir(parents=True, exist_ok=True)
+        # A file for the test database too: SQLite's shared in-memory database
+        # refuses a concurrent writer instead of waiting for it.
         return {"ENGINE": "django.db.backends.sqlite3", "NAME": str(VAR_DIR / "db.sqlite3"),
-                "OPTIONS": {"timeout": 20}}
+                "OPTIONS": {"timeout": 20}, "TEST": {"NAME": str(VAR_DIR / "test-db.sqlite3")}}
     try:
         config = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
     except Exception as exc:  # dj_database_url raises several types for bad URLs

@@ -43,6 +43,11 @@ class LimitCache:
             self.reload()
         return self._limits.get(token_id)
 
+    def clear(self) -> None:
+        """Forget the cached limits: the next request reloads them."""
+        with self._lock:
+            self._limits, self._loaded_at = {}, float("-inf")
+
     def reload(self) -> None:
         rows = TokenLimit.objects.filter(token__revoked_at__isnull=True).values_list(
             "token_id", "read", "write", "interval")

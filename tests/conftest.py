@@ -1,20 +1,16 @@
 """Test fixtures: real Redis and a real database.
 
 Redis: REDIS_URL when set (CI: a dedicated DB of the machine's Redis), else an
-embedded redis-server under var/test/ (never the quickstart's data). Every test
-starts from an empty Redis DB. Database: DATABASE_URL when set (PostgreSQL in
-CI), else SQLite.
+embedded redis-server under var/test/ (never the quickstart's data; see
+tests/settings.py). Every test starts from an empty Redis DB and empty
+per-process caches. Database: DATABASE_URL when set (PostgreSQL in CI), else
+an SQLite file under var/test/.
 """
 from __future__ import annotations
 
 import base64
-import os
-from pathlib import Path
 
-os.environ.setdefault("LMSTFY_VAR_DIR", str(Path(__file__).resolve().parent.parent / "var" / "test"))
-os.environ.setdefault("LMSTFY_TOKEN_LISTING", "prefix")
-
-import pytest  # noqa: E402
+import pytest
 
 
 @pytest.fixture(autouse=True)
@@ -26,11 +22,12 @@ def fast_password_hasher(settings):
 @pytest.fixture(autouse=True)
 def redis_client():
     """The default pool's client, flushed before each test."""
-    from queues import pools, tokens
+    from queues import pools, throttling, tokens
 
     client = pools.client()
     client.flushdb()
     tokens.cache.clear()
+    throttling.limits.clear()
     yield client
 
 

@@ -401,10 +401,6 @@ def test_a_rule_without_channels_still_keeps_history(engine, t0):
 # -- once per deployment --------------------------------------------------------------------------
 @pytest.mark.django_db(transaction=True)
 def test_two_evaluators_at_once_notify_once(channels, receiver, engine, t0):
-    if connection.vendor != "postgresql":
-        # SQLite's shared in-memory test database refuses a concurrent writer ("table is
-        # locked") instead of queueing it behind the busy timeout as a database file does.
-        pytest.skip("concurrent claims need PostgreSQL (or an SQLite file)")
     make_rule("backlog_above", channels, threshold=0)
     engine.publish("ns", "q", [b"1"])
     duties = [alerts.AlertDuty(owner="pumper-a"), alerts.AlertDuty(owner="pumper-b")]

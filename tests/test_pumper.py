@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 import redis
-from django.conf import settings
 from django.db import connection
 
 from queues import engine as engine_module
-from queues import keys, scripts
+from queues import keys, pools, scripts
 from queues.engine import Engine, now_ms
 from queues.pumper import Pumper
 from tests.testutil import (T0, ScratchRedis, calls_delta, command_calls, env_with, index_score, queue_state,
@@ -111,7 +110,7 @@ def test_several_pumpers_at_once_move_each_job_exactly_once(redis_client: redis.
     # Small batches so that the pumpers contend for the same queues many times.
     monkeypatch.setattr(engine_module, "PUMP_JOB_LIMIT", 7)
     monkeypatch.setattr(engine_module, "PUMP_QUEUE_LIMIT", 5)
-    url = settings.LMSTFY_POOLS["default"]
+    default_pool = pools.client().connection_pool  # the default pool, configured or embedded
     publisher = Engine()
     published: dict[str, set[str]] = {}
     for qi in range(50):
@@ -128,7 +127,8 @@ def test_several_pumpers_at_once_move_each_job_exactly_once(redis_client: redis.
     errors: list[BaseException] = []
 
     def run(slot: int) -> None:
-        engine = Engine(client=redis.Redis.from_url(url))
+        engine = Engine(client=redis.Redis(connection_pool=redis.ConnectionPool(
+            connection_class=default_pool.connection_class, **default_pool.connection_kwargs)))
         try:
             for now in clock:
                 barrier.wait(timeout=30)  # everyone pumps the same instant together
@@ -246,10 +246,12 @@ def manage_env(**overrides: str) -> dict[str, str]:
     exist and cleans what the subprocess writes)."""
     env = env_with(**overrides)
     env.pop("LMSTFY_POOLS", None)
+    db = connection.settings_dict
     if connection.vendor == "postgresql":
-        db = connection.settings_dict
         env["DATABASE_URL"] = (f"postgres://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST'] or '127.0.0.1'}:"
                                f"{db['PORT'] or 5432}/{db['NAME']}")
+    else:
+        env["DATABASE_URL"] = f"sqlite:///{db['NAME']}"  # the test database is a file (tests/settings.py)
     return env
 
 
