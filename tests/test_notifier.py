@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from django.core import mail
 from django.core.management import call_command
-from django.db import connection
 
 from queues import delivery, inspect, keys
 from queues.engine import JobState, now_ms
@@ -30,6 +29,7 @@ from tests.push_helpers import (
     wait_until,
 )
 from tests.receiver import Reply
+from tests.testutil import database_url_for_subprocesses
 
 pytestmark = pytest.mark.django_db
 REPO = Path(__file__).resolve().parent.parent
@@ -502,12 +502,8 @@ def test_a_hanging_topic_does_not_starve_a_healthy_one(private_callbacks, receiv
 # -- the command --------------------------------------------------------------------------------
 def command_env(**extra: str) -> dict[str, str]:
     """The environment of this test run, pointed at the test database."""
-    db = connection.settings_dict
-    if connection.vendor != "postgresql":
-        pytest.skip("the notifier subprocess needs a database it can share (PostgreSQL)")
     env = dict(os.environ)
-    env["DATABASE_URL"] = f"postgres://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST'] or '127.0.0.1'}:" \
-                          f"{db['PORT'] or 5432}/{db['NAME']}"
+    env["DATABASE_URL"] = database_url_for_subprocesses()
     env["LMSTFY_ALLOW_PRIVATE_CALLBACKS"] = "1"
     env.update(extra)
     return env

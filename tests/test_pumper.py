@@ -12,14 +12,13 @@ from pathlib import Path
 
 import pytest
 import redis
-from django.db import connection
 
 from queues import engine as engine_module
 from queues import keys, pools, scripts
 from queues.engine import Engine, now_ms
 from queues.pumper import Pumper
-from tests.testutil import (T0, ScratchRedis, calls_delta, command_calls, env_with, index_score, queue_state,
-                            set_index)
+from tests.testutil import (T0, ScratchRedis, calls_delta, command_calls, database_url_for_subprocesses, env_with,
+                            index_score, queue_state, set_index)
 
 MANAGE_PY = Path(__file__).resolve().parent.parent / "manage.py"
 
@@ -246,12 +245,7 @@ def manage_env(**overrides: str) -> dict[str, str]:
     exist and cleans what the subprocess writes)."""
     env = env_with(**overrides)
     env.pop("LMSTFY_POOLS", None)
-    db = connection.settings_dict
-    if connection.vendor == "postgresql":
-        env["DATABASE_URL"] = (f"postgres://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST'] or '127.0.0.1'}:"
-                               f"{db['PORT'] or 5432}/{db['NAME']}")
-    else:
-        env["DATABASE_URL"] = f"sqlite:///{db['NAME']}"  # the test database is a file (tests/settings.py)
+    env["DATABASE_URL"] = database_url_for_subprocesses()
     return env
 
 

@@ -240,6 +240,18 @@ class ScratchRedis:
         return self.process is not None and self.process.poll() is None
 
 
+def database_url_for_subprocesses() -> str:
+    """A URL through which a subprocess reaches this test run's database (for
+    SQLite the test database is a file: see tests/settings.py)."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    if connection.vendor == "postgresql":
+        return (f"postgres://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST'] or '127.0.0.1'}:"
+                f"{db['PORT'] or 5432}/{db['NAME']}")
+    return f"sqlite:///{db['NAME']}"
+
+
 def env_with(**overrides: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update(overrides)
