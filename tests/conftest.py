@@ -134,3 +134,17 @@ def private_callbacks(settings):
     """The receiver listens on loopback: allow private callback addresses."""
     settings.LMSTFY_ALLOW_PRIVATE_CALLBACKS = True
     return settings
+
+
+@pytest.fixture
+def staff_client(client, staff_user):
+    """Django's test client logged in as a staff user (admin pages)."""
+    client.force_login(staff_user)
+    return client
+
+
+@pytest.fixture
+def superuser_client(client, django_user_model):
+    """Logged in as a superuser: the Django admin's change forms need model permissions."""
+    client.force_login(django_user_model.objects.create_superuser("root", password="root-password"))
+    return client

@@ -16,29 +16,6 @@ RULES_PAGE = "/admin/queues/alerts/"
 HISTORY_PAGE = "/admin/queues/alerts/history/"
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    """Every request authenticates with a password: hash cheaply in tests."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture
-def staff_client(staff_user) -> Client:
-    client = Client()
-    client.force_login(staff_user)
-    return client
-
-
-@pytest.fixture
-def superuser_client(db) -> Client:
-    """The Django admin's change forms need model permissions: a superuser has them all."""
-    from django.contrib.auth import get_user_model
-
-    client = Client()
-    client.force_login(get_user_model().objects.create_superuser("root", password="root-password"))
-    return client
-
-
 def fire(rule: AlertRule, message: str, minutes_ago: int = 0, resolved: bool = False) -> AlertEvent:
     at = timezone.now() - timedelta(minutes=minutes_ago)
     return AlertEvent.objects.create(rule=rule, kind=rule.kind, namespace="ns", queue="q", message=message,

@@ -24,19 +24,6 @@ def queue_url(ns: str, q: str, action: str = "") -> str:
     return f"/admin/queues/ns/{ns}/q/{q}/" + (f"{action}/" if action else "")
 
 
-@pytest.fixture
-def staff_client(client, staff_user):
-    client.force_login(staff_user)
-    return client
-
-
-@pytest.fixture
-def superuser_client(client, django_user_model):
-    user = django_user_model.objects.create_superuser("root", password="root-password")
-    client.force_login(user)
-    return client
-
-
 def message_texts(response) -> list[str]:
     return [str(m) for m in get_messages(response.wsgi_request)]
 

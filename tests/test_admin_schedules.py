@@ -15,29 +15,6 @@ PAGE = "/admin/queues/schedules/"
 UTC = timezone.utc
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    """Every request authenticates with a password: hash cheaply in tests."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture
-def staff_client(staff_user) -> Client:
-    client = Client()
-    client.force_login(staff_user)
-    return client
-
-
-@pytest.fixture
-def superuser_client(db) -> Client:
-    """The Django admin's change forms need model permissions: a superuser has them all."""
-    from django.contrib.auth import get_user_model
-
-    client = Client()
-    client.force_login(get_user_model().objects.create_superuser("root", password="root-password"))
-    return client
-
-
 def test_the_page_needs_a_staff_login(db):
     response = Client().get(PAGE)
     assert response.status_code == 302

@@ -9,16 +9,10 @@ import pytest
 from django.contrib.auth import authenticate, get_user_model
 from django.core.management import CommandError, call_command
 from django.test import override_settings
-from pytest_django import Settings
 
 pytestmark = pytest.mark.django_db
 
 PASSWORD_IN_OUTPUT = re.compile(r"with password '([^']+)'")
-
-
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings: Settings) -> None:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 def bootstrap() -> str:

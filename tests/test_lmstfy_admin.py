@@ -10,7 +10,6 @@ import pytest
 import redis
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
-from pytest_django import Settings
 from rest_framework.test import APIClient
 
 from queues import tokens
@@ -24,12 +23,6 @@ ADMIN_ROUTES = [
     ("get", "/token/ns/some-token/limit"), ("put", "/token/ns/some-token/limit"), ("get", "/limits"),
     ("get", "/pools"), ("get", "/pools/"), ("get", "/info"), ("get", "/metrics"),
 ]
-
-
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings: Settings) -> None:
-    """Every Basic request checks a password; PBKDF2 would dominate the run."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 def basic(username: str, password: str) -> str:

@@ -17,12 +17,6 @@ RULES = "/manage/v1/alert-rules/"
 EVENTS = "/manage/v1/alert-events/"
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    """Every request authenticates with a password: hash cheaply in tests."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def results(response) -> list:
     body = response.json()
     return body["results"] if isinstance(body, dict) and "results" in body else body

@@ -16,12 +16,6 @@ pytestmark = pytest.mark.django_db
 TOPICS = "/manage/v1/topics/"
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    """Every request authenticates with a password: hash cheaply in tests."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def results(response) -> list:
     body = response.json()
     return body["results"] if isinstance(body, dict) and "results" in body else body

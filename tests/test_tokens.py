@@ -22,12 +22,6 @@ pytestmark = pytest.mark.django_db
 USER_TOKEN = "a-user-chosen-token-0123456789"
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings: Settings) -> None:
-    """The admin routes check a password per request; PBKDF2 would dominate the run."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def every_stored_value() -> list[str]:
     """Every column of every row of the token and namespace tables, as text."""
     values: list[str] = []
