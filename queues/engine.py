@@ -72,25 +72,24 @@ class Job:
     content_type: str
     deliveries: int
     state: JobState
-
-    @property
-    def elapsed_ms(self) -> int:
-        published = ulid.timestamp_ms(self.id)
-        return max(0, now_ms() - published) if published is not None else 0
+    elapsed_ms: int       # since publish (the id's timestamp), when the job was read
 
 
 JOB_FIELDS = 8  # per job in script answers (lua/_job.lua job_fields)
 
 
-def parse_jobs(namespace: str, queue: str, flat: list) -> list[Job]:
-    return [_job(namespace, queue, flat[i:i + JOB_FIELDS]) for i in range(0, len(flat), JOB_FIELDS)]
+def parse_jobs(namespace: str, queue: str, flat: list, now: int) -> list[Job]:
+    return [_job(namespace, queue, flat[i:i + JOB_FIELDS], now) for i in range(0, len(flat), JOB_FIELDS)]
 
 
-def _job(namespace: str, queue: str, fields: list) -> Job:
+def _job(namespace: str, queue: str, fields: list, now: int) -> Job:
     job_id, body, tries, ttl, attrs, ctype, deliveries, state = fields
-    return Job(namespace=namespace, queue=queue, id=job_id.decode(), body=body, tries_left=int(tries),
+    job_id = job_id.decode()
+    published = ulid.timestamp_ms(job_id)
+    return Job(namespace=namespace, queue=queue, id=job_id, body=body, tries_left=int(tries),
                ttl=int(ttl), attributes=json.loads(attrs) if attrs else None, content_type=ctype.decode(),
-               deliveries=int(deliveries), state=JobState(int(state)))
+               deliveries=int(deliveries), state=JobState(int(state)),
+               elapsed_ms=max(0, now - published) if published is not None else 0)
 
 
 @dataclass(frozen=True)
@@ -174,7 +173,7 @@ class Engine:
             self._lower_index(ns, q, int(due))
         jobs = []
         for i in range(0, len(flat), JOB_FIELDS + 1):
-            jobs.append(_job(ns, queues[int(flat[i]) - 1], flat[i + 1:i + 1 + JOB_FIELDS]))
+            jobs.append(_job(ns, queues[int(flat[i]) - 1], flat[i + 1:i + 1 + JOB_FIELDS], now))
         return Consumed(jobs=jobs, paused=bool(paused_mask))
 
     def consume_wait(self, ns: str, queues: list[str], *, ttr_s: int, count: int, timeout_s: float) -> Consumed:

@@ -16,8 +16,9 @@ def _client(pool: str):
 
 
 def _peek(pool: str, ns: str, q: str, args: list) -> list[Job]:
-    flat = script("peek")(keys=keys.queue_keys(ns, q), args=[now_ms(), *args], client=_client(pool))
-    return parse_jobs(ns, q, flat)
+    now = now_ms()
+    flat = script("peek")(keys=keys.queue_keys(ns, q), args=[now, *args], client=_client(pool))
+    return parse_jobs(ns, q, flat, now)
 
 
 def peek_job(pool: str, ns: str, q: str, job_id: str) -> Job | None:
