@@ -28,4 +28,6 @@ conformance: setup
 	$(BIN)/python -m pytest -p no:cacheprovider -c ../shared/conformance/pytest.ini ../shared/conformance
 
 clean:
+	@# the test run's embedded Redis (the server closes the connection as it exits)
+	-@[ -S var/test/redis/redis.sock ] && $(BIN)/python -c "import redis; redis.Redis(unix_socket_path='var/test/redis/redis.sock').shutdown(nosave=True)" 2>/dev/null || true
 	rm -rf $(VENV) var/test
