@@ -24,7 +24,6 @@ import json
 import os
 import re
 import secrets
-import socket
 import statistics
 import subprocess
 import sys
@@ -100,17 +99,6 @@ def seed(client, queues: int) -> None:
 PORTS = range(17500, 18000)  # apart from bench/run.py's 18000-18999, so both can run at once
 
 
-def free_port() -> int:
-    for port in PORTS:
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"no free port in {PORTS}")
-
-
 def server_env(var_dir: Path, token: str) -> dict[str, str]:
     env = environment.service_env(var_dir)
     env.pop("DATABASE_URL", None)  # /metrics with a bearer token never touches the database
@@ -145,7 +133,7 @@ def measure_server(scenario: str, scrapes: int, log_dir: Path) -> Figures:
 
     token = secrets.token_urlsafe(24)
     with tempfile.TemporaryDirectory(prefix="bench-metrics-") as var_dir:
-        port = free_port()
+        port = servers.free_port(PORTS.start, PORTS)
         server = servers.start(scenario.split(",")[0].replace(" ", "-"), gunicorn_argv(port),
                                server_env(Path(var_dir), token), port, log_dir)
         try:

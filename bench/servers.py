@@ -21,15 +21,15 @@ STOP_GRACE_S = 20
 PORT_RANGE = range(18000, 18999)
 
 
-def free_port(start: int = PORT_RANGE.start) -> int:
-    for port in range(start, PORT_RANGE.stop):
+def free_port(start: int = PORT_RANGE.start, ports: range = PORT_RANGE) -> int:
+    for port in range(start, ports.stop):
         with socket.socket() as probe:
             try:
                 probe.bind(("127.0.0.1", port))
             except OSError:
                 continue
             return port
-    raise RuntimeError(f"no free port in {PORT_RANGE}")
+    raise RuntimeError(f"no free port in {ports}")
 
 
 @dataclass

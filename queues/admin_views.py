@@ -166,7 +166,7 @@ def all_registered_queues() -> tuple[list[tuple[str, str, str]], list[str]]:
     found: list[tuple[str, str, str]] = []
     errors = []
     for pool in pools.pool_names():
-        members, error = read_or_error(inspect.registered_queues, pool)
+        members, error = read_or_error(inspect.queue_members, pool)
         if error:
             errors.append(f"pool {pool}: {error}")
             continue

@@ -57,11 +57,6 @@ def dead_jobs(pool: str, ns: str, q: str, offset: int, limit: int) -> tuple[int,
     return dead_size(pool, ns, q), jobs
 
 
-def ready_jobs(pool: str, ns: str, q: str, limit: int) -> list[Job]:
-    ids = [i.decode() for i in _client(pool).zrange(keys.ready(ns, q), 0, limit - 1)]
-    return peek_jobs(pool, ns, q, ids)
-
-
 @dataclass(frozen=True)
 class QueueStats:
     namespace: str
@@ -97,8 +92,9 @@ def due_histogram(pool: str, ns: str, q: str, bucket_s: int, buckets: int) -> tu
 
 
 def queue_members(pool: str) -> list[tuple[str, str]]:
+    """Every (namespace, queue) of the pool's registry, sorted; undecodable bytes replaced."""
     members = _client(pool).smembers(keys.QUEUE_REGISTRY)
-    return sorted(keys.split_member(m.decode()) for m in members)
+    return sorted(keys.split_member(m.decode("utf-8", "replace")) for m in members)
 
 
 def namespaces_with_queues(pool: str) -> dict[str, list[str]]:
@@ -163,12 +159,6 @@ class QueueRow:
     def unreadable(self) -> bool:
         return None in (self.ready, self.delayed, self.inflight, self.deadletter, self.paused,
                         self.published_per_min, self.consumed_per_min)
-
-
-def registered_queues(pool: str) -> list[tuple[str, str]]:
-    """Every (namespace, queue) of the pool's registry, sorted; undecodable bytes replaced."""
-    members = _client(pool).smembers(keys.QUEUE_REGISTRY)
-    return sorted(keys.split_member(m.decode("utf-8", "replace")) for m in members)
 
 
 def queue_rows(pool: str, queues: list[tuple[str, str]], now: int | None = None) -> list[QueueRow]:

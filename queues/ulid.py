@@ -80,13 +80,6 @@ def new_job_id(delay_s: int, versioned: bool = False, now_ms: int | None = None)
     return new_job_ids(1, delay_s, versioned, now_ms)[0]
 
 
-def job_id_version(job_id: str) -> int:
-    if len(job_id) == ULID_LENGTH:
-        return 0
-    version = ord(job_id[0]) - ord("0") if job_id else 0
-    return version if 0 <= version <= 9 else 1
-
-
 def timestamp_ms(job_id: str) -> int | None:
     """Publish time of a job id (None for an id that is not ours)."""
     body = job_id[-ULID_LENGTH:]

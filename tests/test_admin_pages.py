@@ -431,7 +431,7 @@ def test_respawn_one_asks_first_then_respawns(staff_client, engine):
     done = staff_client.post(url, {"ids": ids[1], "ttl": 60})
     assert done.status_code == 302
     assert inspect.dead_size("default", "ns", "q") == 2
-    assert [j.id for j in inspect.ready_jobs("default", "ns", "q", 10)] == [ids[1]]
+    assert [row.id for row in inspect.ready_rows("default", "ns", "q", 10)] == [ids[1]]
     assert "Respawned 1 dead job(s) of ns/q." in message_texts(done)
 
 

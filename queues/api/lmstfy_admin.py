@@ -38,9 +38,6 @@ class AdminView(APIView):
             raise api_not_found()
         super().initial(request, *args, **kwargs)
 
-    def http_method_not_allowed(self, request, *args, **kwargs):
-        raise api_not_found()
-
 
 def indented(data, indent: int = 4) -> HttpResponse:
     """lmstfy pretty-prints some admin answers (gin's IndentedJSON)."""
